@@ -52,7 +52,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 9
+#define SDT_ABI_VERSION_MINOR 10
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -827,6 +827,11 @@ typedef struct sdt_generate_request {
     const char *clip_g_path; /* [NULL] */
     const char *t5xxl_path;  /* [NULL] */
     const char *vae_path;    /* [NULL] */
+    /* ---- appended in 1.10 ---- */
+    uint32_t t5_max_length; /* [0 = the family's: SD3.5 256, Flux dev 512, schnell 256] T5 tokens a prompt is padded
+                             * or cut to, 1..512, as sdt_train_options.t5_max_length (give generate the length the
+                             * embedding trained at); not 0 on an SD 1.x/2.x/SDXL model is a VALIDATION error */
+    uint32_t reserved1;     /* [0] must be 0 */
 } sdt_generate_request;
 
 /* The hypernetwork factory. Its lifecycle members are the textual-inversion factory's, in the

@@ -21,6 +21,7 @@
 #define GENERATE_SEED 0
 #define GENERATE_SIZE 512
 #define GENERATE_CLIP_SKIP 1
+#define GENERATE_T5_MAX 512 /* T5's longest sequence (sdt_generate_request.t5_max_length) */
 #define DEFAULT_IS(x) " (default " G_STRINGIFY(x) ")"
 
 /* The plugin's sentences name request fields; a terminal user sets options. */
@@ -34,6 +35,7 @@ static const char *const request_options[][2] = {
     {"request.clip_g_path", "--clip-g"},
     {"request.t5xxl_path", "--t5xxl"},
     {"request.vae_path", "--vae"},
+    {"request.t5_max_length", "--t5-max-length"},
 };
 
 /* FILE or FILE:STRENGTH (the part after the last ':' when it is a number); FALSE when a
@@ -120,6 +122,17 @@ static int generate_image(const sdt_hypernetwork_applier_ext *f, sdt_hn_applier 
     return status;
 }
 
+/* A plugin older than 1.10 reads the request only up to its own size (docs/abi.md 3.2) and would render at the
+ * family's length without a word: refused instead. */
+static int check_t5_length_known(const host_plugin *p)
+{
+    sdt_version v = p->entry->abi_version;
+    if (v.major > 1 || v.minor >= 10) return SDT_EXIT_OK;
+    return cli_errorf("--t5-max-length needs a plugin of ABI 1.10 or newer, and %s speaks ABI %u.%u.%u, which would "
+                      "ignore it; update the plugin or leave the option out.",
+                      p->path, (unsigned)v.major, (unsigned)v.minor, (unsigned)v.patch);
+}
+
 static int check_values(const char *model, const char *prompt, const char *out, gboolean overwrite, int width,
                         int height, int steps, double cfg, gint64 seed)
 {
@@ -147,6 +160,7 @@ int cmd_generate(int argc, char **argv)
     char *plugin = NULL, *embedding = NULL, *sampler = NULL, **hypernetworks = NULL;
     encoder_files encoders = {0};
     int width = GENERATE_SIZE, height = GENERATE_SIZE, steps = GENERATE_STEPS, clip_skip = GENERATE_CLIP_SKIP;
+    int t5_length = 0; /* the family's */
     double cfg = GENERATE_CFG;
     gint64 seed = GENERATE_SEED;
     gboolean overwrite = FALSE;
@@ -173,6 +187,10 @@ int cmd_generate(int argc, char **argv)
          "CLIP tokenizer folder (default: found beside the model, else built in)", "DIR"},
         {NULL, 0, 0, 0, NULL, NULL, NULL}};
     GOptionEntry entries_after[] = {
+        {"t5-max-length", 0, 0, G_OPTION_ARG_INT, &t5_length,
+         "SD3.5/Flux.1: T5 tokens a prompt is padded or cut to, 1..512, e.g. the --t5-max-length the embedding "
+         "trained at; 0 = the family's (SD3.5 256, Flux dev 512, schnell 256; default)",
+         "N"},
         {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "The PNG to write (required)", "FILE"},
         {"overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Replace --out if it exists (default off)", NULL},
         CLI_PLUGIN_OPTION(plugin),
@@ -188,11 +206,18 @@ int cmd_generate(int argc, char **argv)
     if (status == SDT_EXIT_OK) status = check_values(model, prompt, out, overwrite, width, height, steps, cfg, seed);
     if (status == SDT_EXIT_OK && (clip_skip < 1 || clip_skip > 12))
         status = cli_usage_errorf("generate", "--clip-skip %d: use 1..12.", clip_skip);
+    if (status == SDT_EXIT_OK && (t5_length < 0 || t5_length > GENERATE_T5_MAX))
+        status = cli_usage_errorf("generate",
+                                  "--t5-max-length %d: use 1..%d (the length the embedding trained at), or 0 for the "
+                                  "family's (SD3.5 256, Flux dev 512, schnell 256).",
+                                  t5_length, GENERATE_T5_MAX);
     if (status == SDT_EXIT_OK) status = device_choice(device, &device_id);
     cli_trainer t;
     if (status == SDT_EXIT_OK && (status = cli_factory_open(&t, plugin)) == SDT_EXIT_OK) {
         sdt_hn_applier *applier = NULL;
-        const sdt_hypernetwork_applier_ext *chain = cli_trainer_extension(&t, SDT_EXT_HYPERNETWORK_APPLIER, &status);
+        const sdt_hypernetwork_applier_ext *chain = NULL;
+        if (t5_length > 0) status = check_t5_length_known(&t.plugin);
+        if (status == SDT_EXIT_OK) chain = cli_trainer_extension(&t, SDT_EXT_HYPERNETWORK_APPLIER, &status);
         if (chain && (status = build_chain(chain, &applier, hypernetworks)) == SDT_EXIT_OK) {
             sdt_generate_request rq = {.struct_size = sizeof rq,
                                        .device = device_id,
@@ -211,7 +236,8 @@ int cmd_generate(int argc, char **argv)
                                        .clip_l_path = encoders.clip_l,
                                        .clip_g_path = encoders.clip_g,
                                        .t5xxl_path = encoders.t5xxl,
-                                       .vae_path = encoders.vae};
+                                       .vae_path = encoders.vae,
+                                       .t5_max_length = (uint32_t)t5_length};
             status = generate_image(chain, applier, &rq, out);
         }
         if (applier) chain->destroy(applier);

@@ -29,7 +29,25 @@ list=$(mktemp)
 # models CPU tests generate under tests/
 (cd "$build" && find . \( -type f -o -type l \) ! -name '*.o' ! -name '*.a' ! -path '*/CMakeFiles/*' ! -path './serve-npm/*' \
     ! \( -path './tests/*' -perm -u+x ! -path './tests/gpu/*' ! -path './tests/e2e/*' ! -path './tests/parity/*' \
-    ! -name hn_step_cli ! -name 'gpu_*' \) ! \( -path './tests/*' -name '*.safetensors' \) | sed "s|^\.|$build|") >> "$list"
+    ! -name hn_step_cli ! -name 'gpu_*' \) ! \( -path './tests/*' -name '*.safetensors' \) \
+    ! \( -path './host-sim/demo/model*' -name '*.safetensors' \) ! -name 'libsdtrain*.so.1.*' | sed "s|^\.|$build|") >> "$list"
+# the shared object's current soname target only (older versions linger in a long-lived build folder)
+real=$(readlink -f "$build/plugin/libsdtrain.so"); echo "$real" >> "$list"
+# the demo models' weights are copies of the tree's models/demo_* files or made from them: left out (the tree
+# travels with the device call anyway) and made again there by device-restore.sh, which a device script runs first
+cat > "$build/device-restore.sh" <<RESTORE
+#!/bin/sh
+# Written by pack_device.sh: the demo models' weights the pack leaves out, made from the tree as the build does.
+set -e
+d=$build/host-sim/demo; m=$build/models/tools/sdt-make-checkpoint
+cp "$tree/models/demo_model/sdtrain-demo.safetensors" "\$d/model/"
+rm -rf "\$d/model/unet" "\$d/model/text_encoder" "\$d/model/vae"
+"\$m" --from "\$d/model/sdtrain-demo.safetensors" --layout diffusers --dtype f32 --out "\$d/model" > /dev/null
+for f in clip_l t5xxl ae; do cp "$tree/models/demo_flux/\$f.safetensors" "\$d/model-flux/"; done
+"\$m" --pack bfl-flux --transformer "$tree/models/demo_flux/transformer.safetensors" \
+    --out "\$d/model-flux/flux1-demo.safetensors" > /dev/null
+RESTORE
+chmod +x "$build/device-restore.sh"; echo "$build/device-restore.sh" >> "$list"
 tar -cf - --files-from="$list" | xz -T2 -6 > "$tar_out"
 rm -f "$list"
 ls -la "$tar_out"

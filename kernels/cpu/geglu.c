@@ -4,7 +4,7 @@
  * cpu_erfcf_array (vec_erfcf.h: shared_erfcf's bits 4 lanes at a time, so the op equals the shared GELU
  * both backends compute) and backward's density e^(-gate^2 / 2) from cpu_expf_array (expf's bits), a
  * chunk of gates at a time: the scalar calls were ~10% of the demo-sized CPU step (bench/NOTES.md runs
- * 34 and 36). */
+ * 34 and 37). */
 #include "shared_math.h"
 #include "cpu_context.h"
 #include "vec_erfcf.h"

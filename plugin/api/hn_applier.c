@@ -220,8 +220,14 @@ static bool generate_settings(const sdt_hn_applier *a, const sdt_generate_reques
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
                         "applier_generate(): the request is NULL or its struct_size "
                         "is not set; zero an sdt_generate_request and set struct_size = sizeof it.");
-    if (r.reserved0 != 0)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "request.reserved0 must be 0; zero the request before filling it.");
+    if (r.reserved0 != 0 || r.reserved1 != 0)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "request.%s must be 0; zero the request before filling it.",
+                        r.reserved0 != 0 ? "reserved0" : "reserved1");
+    if (r.t5_max_length > 512)
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "request.t5_max_length %u: T5 reads 1..512 tokens (0 = the family's: SD3.5 256, Flux dev 512, "
+                        "schnell 256); give the length the embedding trained at.",
+                        (unsigned)r.t5_max_length);
     if (r.device > SDT_DEVICE_CHOICE_CUDA)
         return sdt_fail(error, SDT_ERR_VALIDATION,
                         "request.device %u is not an sdt_device_choice (0 auto, 1 cpu, "
@@ -261,7 +267,8 @@ static bool generate_settings(const sdt_hn_applier *a, const sdt_generate_reques
                                          r.clip_l_path,
                                          r.clip_g_path,
                                          r.t5xxl_path,
-                                         r.vae_path};
+                                         r.vae_path,
+                                         (int)r.t5_max_length};
     return true;
 }
 

@@ -89,7 +89,7 @@ static bool generate_embedding(generate_run *g, const sdt_compose_generate_setti
 
 /* SD3/SD3.5 and Flux.1: the prompts through the family's encoders, the flow-matching Euler walk (train/flow_preview.h:
  * SD3's shift and T5 sequence 256; Flux's resolution shift, T5 sequence 512 (dev) or 256 (schnell) and dev's
- * distilled guidance 3.5, as their pipelines default them). */
+ * distilled guidance 3.5, as their pipelines default them; the request's T5 length over the family's). */
 static bool generate_flow(generate_run *g, const sdt_compose_generate_settings *s, uint8_t *rgb, sdt_error *error)
 {
     const sd_config *c = &g->rt.cfg;
@@ -132,6 +132,7 @@ static bool generate_flow(generate_run *g, const sdt_compose_generate_settings *
         rq.shift = sdt_flow_timesteps_flux();
         rq.guidance = c->flux.guidance ? 3.5f : 0.0f;
     }
+    if (s->t5_len > 0) rq.t5_len = s->t5_len; /* the length the embedding trained at (t5_max_length) */
     uint8_t *image = NULL;
     if (!sdt_flow_preview_render(&g->rt, &g->wa, g->tok, &rules, g->t5_tok, &t5_rules, g->rows.data ? &g->rows : NULL,
                                  &rq, &image, error))
@@ -149,8 +150,14 @@ static bool generate_in(generate_run *g, const sdt_compose_generate_settings *s,
     if (!plugin_backend_open(&g->pb, s->device, 0, s->cpu_threads, NULL, error)) return false;
     const char *const parts[SD_PART_COUNT] = {NULL, s->clip_l_path, s->clip_g_path, s->t5xxl_path, s->vae_path};
     if (!sd_runtime_read_parts(&g->rt, s->model_path, parts, g->pb.be, false, error)) return false;
+    g->rt_open = true;                                           /* read: closing it is safe, placed or not */
+    if (s->t5_len != 0 && !sd_config_is_transformer(&g->rt.cfg)) /* refused before the weights are placed */
+        return sdt_fail(
+            error, SDT_ERR_VALIDATION,
+            "request.t5_max_length %d: %s (%s) is a UNet model, which has no T5 encoder; leave it unset or 0 "
+            "(the T5 length is for SD3.5 and Flux.1)",
+            s->t5_len, s->model_path, sd_family_title(g->rt.cfg.family));
     if (!sd_runtime_place(&g->rt, SDT_F32, SD_PREDICTION_AUTO, error)) return false;
-    g->rt_open = true;
     if (sd_config_is_transformer(&g->rt.cfg)) return generate_flow(g, s, rgb, error);
     int f = vae_factor(&g->rt.cfg.vae) << (g->rt.cfg.unet.num_levels - 1);
     if (s->width % f || s->height % f)

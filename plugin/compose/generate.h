@@ -29,6 +29,8 @@ typedef struct sdt_compose_generate_settings {
     sdt_sampler_kind sampler; /* train/sampler.h */
     /* SD3/SD3.5: the parts a checkpoint lacks (NULL or "": its own), as sdt_train_options' */
     const char *clip_l_path, *clip_g_path, *t5xxl_path, *vae_path;
+    int t5_len; /* SD3/SD3.5 and Flux.1: T5's sequence; 0 = the family's (the pipelines' defaults). Not 0 on a UNet
+                 * model is refused naming request.t5_max_length */
 } sdt_compose_generate_settings;
 
 /* rgb: width * height * 3 bytes. false + one sentence (the file, the field, the fix). */

@@ -79,6 +79,15 @@ static sdt_tensor arena_t(sdt_arena *a, sdt_dtype dt, int ndim, int64_t d0, int6
     return sdt_arena_tensor(a, dt, ndim, s);
 }
 
+/* The transformer's backward takes f32 gradients of its output, the context and the pooled vector (g[0..2]). */
+static void transformer_grads(pass_state *s, const sdt_tensor *out, const sdt_tensor *context, const sdt_tensor *pooled,
+                              sdt_tensor g[3])
+{
+    g[0] = sdt_arena_tensor(s->a, SDT_F32, 4, out->shape);
+    g[1] = sdt_arena_tensor(s->a, SDT_F32, 3, context->shape);
+    g[2] = sdt_arena_tensor(s->a, SDT_F32, 2, pooled->shape);
+}
+
 /* The encoders' backward takes the transformer's f32 gradients in the activation dtype. */
 static void grads_in_act_dtype(pass_state *s, sdt_tensor *dctx, sdt_tensor *dpool)
 {
@@ -87,41 +96,58 @@ static void grads_in_act_dtype(pass_state *s, sdt_tensor *dctx, sdt_tensor *dpoo
     *dpool = sdt_arena_tensor(s->a, s->c->dtype, 2, dpool->shape);
 }
 
+/* T5's part of either family's text inputs, allocated after the CLIP ids as sd_cond does: its ids while the t5xxl
+ * table trains (T5 runs), else its cached output for the batch (T5 parked). */
+static t5_context_inputs t5_part(pass_state *s, sdt_tensor *tok5)
+{
+    const sdt_flow_memory_config *c = s->c;
+    if (!c->t5_trained) {
+        s->cache = arena_t(s->a, c->dtype, 3, c->batch, c->t5_len, s->D, 0);
+        return (t5_context_inputs){.hidden = &s->cache};
+    }
+    *tok5 = arena_t(s->a, SDT_I32, 2, c->batch, c->t5_len, 0, 0);
+    return (t5_context_inputs){.tokens = tok5, .rows = &s->rows[2], .overrides = &s->ov5, .n_overrides = 1};
+}
+
+/* T5 and its table's gradient while the table trains; NULL (cached, frozen) otherwise. */
+static const t5_encoder *t5_running(const pass_state *s)
+{
+    return s->c->t5_trained ? &s->t5 : NULL;
+}
+
+static sdt_tensor *t5_rows(pass_state *s)
+{
+    return s->c->t5_trained ? &s->rows[2] : NULL;
+}
+
 static bool pass_sd3(pass_state *s, const sdt_tensor *noisy, sdt_error *error)
 {
     const sdt_flow_memory_config *c = s->c;
     const int64_t B = c->batch;
     sdt_arena *a = s->a;
     sdt_tensor tok_l = arena_t(a, SDT_I32, 2, B, SDT_PROMPT_TOKENS, 0, 0),
-               tok_g = arena_t(a, SDT_I32, 2, B, SDT_PROMPT_TOKENS, 0, 0),
-               tok5 = c->t5_trained ? arena_t(a, SDT_I32, 2, B, c->t5_len, 0, 0) : (sdt_tensor){0};
-    if (!c->t5_trained) s->cache = arena_t(a, c->dtype, 3, B, c->t5_len, s->D, 0);
+               tok_g = arena_t(a, SDT_I32, 2, B, SDT_PROMPT_TOKENS, 0, 0), tok5;
     sdt_sd3_text_inputs ti = {.tokens_l = &tok_l,
                               .tokens_g = &tok_g,
                               .rows_l = &s->rows[0],
                               .rows_g = &s->rows[1],
                               .overrides = &s->ov,
                               .n_overrides = 1,
-                              .t5 = {.tokens = c->t5_trained ? &tok5 : NULL,
-                                     .hidden = c->t5_trained ? NULL : &s->cache,
-                                     .rows = c->t5_trained ? &s->rows[2] : NULL,
-                                     .overrides = c->t5_trained ? &s->ov5 : NULL,
-                                     .n_overrides = c->t5_trained ? 1 : 0},
+                              .t5 = t5_part(s, &tok5),
                               .joint_dim = c->mmdit.context_dim,
                               .act_dtype = c->dtype};
     sdt_sd3_text_acts *text = &s->nets->sd3_text;
-    if (!sdt_sd3_text_forward(&s->l, &s->g, c->t5_trained ? &s->t5 : NULL, s->be, a, &ti, text, error)) return false;
+    if (!sdt_sd3_text_forward(&s->l, &s->g, t5_running(s), s->be, a, &ti, text, error)) return false;
     float ts[64] = {0};
-    mmdit_inputs mi = {noisy, ts, &text->context, &text->pooled, c->checkpointing};
+    mmdit_inputs mi = {noisy, ts, &text->context, &text->pooled, c->checkpointing, c->dtype};
     mmdit_acts *acts = &s->nets->mmdit_acts;
     if (!mmdit_forward(&s->nets->mmdit, s->be, a, &mi, acts, error)) return false;
-    sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts->out.shape),
-               dctx = sdt_arena_tensor(a, SDT_F32, 3, text->context.shape),
-               dpool = sdt_arena_tensor(a, SDT_F32, 2, text->pooled.shape);
-    if (!mmdit_backward(&s->nets->mmdit, s->be, a, acts, &dpred, &dctx, &dpool, error)) return false;
-    grads_in_act_dtype(s, &dctx, &dpool);
-    return sdt_sd3_text_backward(&s->l, &s->g, c->t5_trained ? &s->t5 : NULL, s->be, a, text, &dctx, &dpool,
-                                 &s->rows[0], &s->rows[1], c->t5_trained ? &s->rows[2] : NULL, error);
+    sdt_tensor g[3];
+    transformer_grads(s, &acts->out, &text->context, &text->pooled, g);
+    if (!mmdit_backward(&s->nets->mmdit, s->be, a, acts, &g[0], &g[1], &g[2], error)) return false;
+    grads_in_act_dtype(s, &g[1], &g[2]);
+    return sdt_sd3_text_backward(&s->l, &s->g, t5_running(s), s->be, a, text, &g[1], &g[2], &s->rows[0], &s->rows[1],
+                                 t5_rows(s), error);
 }
 
 static bool pass_flux(pass_state *s, const sdt_tensor *noisy, sdt_error *error)
@@ -129,32 +155,24 @@ static bool pass_flux(pass_state *s, const sdt_tensor *noisy, sdt_error *error)
     const sdt_flow_memory_config *c = s->c;
     const int64_t B = c->batch;
     sdt_arena *a = s->a;
-    sdt_tensor tok_l = arena_t(a, SDT_I32, 2, B, SDT_PROMPT_TOKENS, 0, 0),
-               tok5 = c->t5_trained ? arena_t(a, SDT_I32, 2, B, c->t5_len, 0, 0) : (sdt_tensor){0};
-    if (!c->t5_trained) s->cache = arena_t(a, c->dtype, 3, B, c->t5_len, s->D, 0);
+    sdt_tensor tok_l = arena_t(a, SDT_I32, 2, B, SDT_PROMPT_TOKENS, 0, 0), tok5;
     sdt_flux_text_inputs ti = {.tokens_l = &tok_l,
                                .rows_l = &s->rows[0],
                                .overrides = &s->ov,
                                .n_overrides = 1,
-                               .t5 = {.tokens = c->t5_trained ? &tok5 : NULL,
-                                      .hidden = c->t5_trained ? NULL : &s->cache,
-                                      .rows = c->t5_trained ? &s->rows[2] : NULL,
-                                      .overrides = c->t5_trained ? &s->ov5 : NULL,
-                                      .n_overrides = c->t5_trained ? 1 : 0},
+                               .t5 = t5_part(s, &tok5),
                                .act_dtype = c->dtype};
     sdt_flux_text_acts *text = &s->nets->flux_text;
-    if (!sdt_flux_text_forward(&s->l, c->t5_trained ? &s->t5 : NULL, s->be, a, &ti, text, error)) return false;
+    if (!sdt_flux_text_forward(&s->l, t5_running(s), s->be, a, &ti, text, error)) return false;
     float ts[64] = {0};
-    flux_inputs fi = {noisy, ts, ts, &text->context, &text->pooled, c->checkpointing};
+    flux_inputs fi = {noisy, ts, ts, &text->context, &text->pooled, c->checkpointing, c->dtype};
     flux_acts *acts = &s->nets->flux_acts;
     if (!flux_forward(&s->nets->flux, s->be, a, &fi, acts, error)) return false;
-    sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts->out.shape),
-               dctx = sdt_arena_tensor(a, SDT_F32, 3, text->context.shape),
-               dpool = sdt_arena_tensor(a, SDT_F32, 2, text->pooled.shape);
-    if (!flux_backward(&s->nets->flux, s->be, a, acts, &dpred, &dctx, &dpool, error)) return false;
-    grads_in_act_dtype(s, &dctx, &dpool);
-    return sdt_flux_text_backward(&s->l, c->t5_trained ? &s->t5 : NULL, s->be, a, text, &dctx, &dpool, &s->rows[0],
-                                  c->t5_trained ? &s->rows[2] : NULL, error);
+    sdt_tensor g[3];
+    transformer_grads(s, &acts->out, &text->context, &text->pooled, g);
+    if (!flux_backward(&s->nets->flux, s->be, a, acts, &g[0], &g[1], &g[2], error)) return false;
+    grads_in_act_dtype(s, &g[1], &g[2]);
+    return sdt_flux_text_backward(&s->l, t5_running(s), s->be, a, text, &g[1], &g[2], &s->rows[0], t5_rows(s), error);
 }
 
 bool sdt_flow_memory_estimate(const sdt_flow_memory_config *c, sdt_backend *be, sdt_flow_memory *out, sdt_error *error)

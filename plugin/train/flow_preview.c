@@ -41,8 +41,12 @@ static bool velocity_batch(flow_preview_run *p, const float *x, double timestep,
     if (flux) { /* Flux embeds the sigma and (dev) the distilled guidance */
         float sigmas[2] = {(float)(timestep / 1000.0), (float)(timestep / 1000.0)},
               gs[2] = {(float)guidance, (float)guidance};
-        flux_inputs fi = {
-            .latent = &lat, .timesteps = sigmas, .guidance = gs, .context = p->context, .pooled = p->pooled};
+        flux_inputs fi = {.latent = &lat,
+                          .timesteps = sigmas,
+                          .guidance = gs,
+                          .context = p->context,
+                          .pooled = p->pooled,
+                          .act_dtype = p->rt->transformer_act_dtype};
         flux_acts *acts = malloc(sizeof *acts);
         ok = ok && acts && flux_forward(flux, be, p->arena, &fi, acts, error);
         if (!acts && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
@@ -50,7 +54,11 @@ static bool velocity_batch(flow_preview_run *p, const float *x, double timestep,
         free(acts);
         pred = ok ? &p->out : NULL;
     } else {
-        mmdit_inputs mi = {.latent = &lat, .timesteps = ts, .context = p->context, .pooled = p->pooled};
+        mmdit_inputs mi = {.latent = &lat,
+                           .timesteps = ts,
+                           .context = p->context,
+                           .pooled = p->pooled,
+                           .act_dtype = p->rt->transformer_act_dtype};
         mmdit_acts *acts = malloc(sizeof *acts); /* large: off the stack, beside the prompts' sdt_cond */
         ok = ok && acts && mmdit_forward(p->rt->model.mmdit, be, p->arena, &mi, acts, error);
         if (!acts && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");

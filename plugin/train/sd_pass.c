@@ -111,14 +111,16 @@ static bool pass_transformer(sd_runtime *rt, sdt_arena *a, const sdt_pass_option
                           .guidance = guidance,
                           .context = &cond->context,
                           .pooled = sdt_cond_pooled(cond),
-                          .checkpointing = opt->checkpointing};
+                          .checkpointing = opt->checkpointing,
+                          .act_dtype = rt->transformer_act_dtype};
         forward_ok = flux_forward(rt->model.flux, be, a, &fi, &acts->flux, error);
     } else if (forward_ok) {
         mmdit_inputs mi = {.latent = &t->noisy,
                            .timesteps = timesteps,
                            .context = &cond->context,
                            .pooled = sdt_cond_pooled(cond),
-                           .checkpointing = opt->checkpointing};
+                           .checkpointing = opt->checkpointing,
+                           .act_dtype = rt->transformer_act_dtype};
         forward_ok = mmdit_forward(rt->model.mmdit, be, a, &mi, &acts->mmdit, error);
     }
     free(no_timesteps);

@@ -113,6 +113,7 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
     rt->text_parked = false;
     memset(rt->part_parked, 0, sizeof rt->part_parked);
     rt->vae_dtype = dtype;
+    rt->transformer_act_dtype = dtype;
     rt->place_s = seconds_since(start);
     return true;
 }

@@ -30,6 +30,9 @@ typedef struct sd_runtime {
     sdt_backend *be;
     sdt_dtype dtype;     /* frozen weights and activations */
     sdt_dtype vae_dtype; /* the VAE's weights and activations: dtype, or f32 for SDXL's VAE in an fp16 run */
+    /* SD3.5's MMDiT and Flux's transformer: their activations' dtype (their weights stay in dtype): dtype, or f32
+     * in an fp16 run without bf16, as those transformers overflow fp16 at full size */
+    sdt_dtype transformer_act_dtype;
     bool bound;
     bool vae_parked;                 /* the VAE's weights are off the backend (sd_runtime_vae_park) */
     bool text_parked;                /* the text encoders' weights are off the backend (sd_runtime_text_park) */

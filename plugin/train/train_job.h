@@ -150,6 +150,7 @@ struct sdt_train_job {
     sd_runtime rt;
     sdt_precision precision; /* in use now (fp32 after the fallback) */
     bool vae_fp32;           /* SDXL's VAE in fp32 beside fp16 weights (an fp16 run on a GPU without bf16) */
+    bool transformer_f32;    /* SD3.5/Flux: the transformer's activations in f32 beside fp16 weights (the same) */
     work_arena wa;           /* training passes and previews */
     sdt_pass_shape measured; /* the batch shape the arena was last sized for */
     int max_prompt_chunks;   /* 77-token chunks of the longest prompt (pre-flight) */

@@ -324,6 +324,30 @@ static void sdxl_settings(sdt_train_job *job)
     job->precision = SDT_PRECISION_BF16;
 }
 
+/* SD3.5's MMDiT and Flux's transformer overflow fp16 at full size (activations past 65504; kohya, OneTrainer and
+ * diffusers train them in bf16): an fp16 run trains in bf16 where the backend has it, else keeps fp16 weights with
+ * the transformer's activations in f32. Said in the log; before the weights are placed, as sdxl_settings. */
+static void flow_precision(sdt_train_job *job)
+{
+    if (job->precision != SDT_PRECISION_FP16) return;
+    const char *family = sd_family_title(job->rt.cfg.family);
+    if (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16()) {
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "%s's transformer overflows in fp16 (its activations exceed 65504) and this GPU has no bf16: "
+                     "the weights stay in fp16 and the transformer computes its activations in fp32 (more memory "
+                     "and time than bf16 would take)",
+                     family);
+        job->transformer_f32 = true;
+        return;
+    }
+    sdt_host_log(job->host, SDT_LOG_INFO,
+                 "training in bf16 instead of fp16: %s's transformer overflows in fp16 (its activations exceed "
+                 "65504; kohya, OneTrainer and diffusers train it in bf16), and this device computes bf16 "
+                 "natively, with fp32's range and no loss scaling needed",
+                 family);
+    job->precision = SDT_PRECISION_BF16;
+}
+
 /* Whether a hypernetwork part trains in this job. */
 static bool has_hypernetwork(const sdt_train_job *job)
 {
@@ -390,10 +414,12 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     if (job->previews.cfg == 0.0) job->previews.cfg = sd_config_is_flux(&job->rt.cfg) ? 1.0 : 7.0;
     sd_text_rules text = sd_text_rules_of(&job->rt.cfg);
     if (text.sdxl) sdxl_settings(job);
+    if (job->flow) flow_precision(job);
     job->clip_skip = sd_text_clip_skip(&text, job->clip_skip);
     if (!sd_runtime_place(&job->rt, sdt_precision_dtype(job->precision), job->prediction, error) ||
         (job->vae_fp32 && !sd_runtime_set_vae_dtype(&job->rt, SDT_F32, error)))
         return false;
+    if (job->transformer_f32) job->rt.transformer_act_dtype = SDT_F32;
     char prediction[512];
     if (job->flow)
         sdt_flow_objective_describe(&job->flow_objective, prediction, sizeof prediction);

@@ -16,7 +16,7 @@ from ctypes import (CFUNCTYPE, POINTER, c_bool, c_char, c_char_p, c_double, c_fl
 
 # The version the structs below describe (abi/sdtrain.h SDT_ABI_VERSION_*).
 ABI_VERSION_MAJOR = 1
-ABI_VERSION_MINOR = 9
+ABI_VERSION_MINOR = 10
 ABI_VERSION_PATCH = 0
 
 ENTRY_SYMBOL = "sdtrain_entry"
@@ -558,6 +558,9 @@ class GenerateRequest(AbiStruct):
         ("clip_g_path", c_char_p),
         ("t5xxl_path", c_char_p),
         ("vae_path", c_char_p),
+        # ---- appended in 1.10 ----
+        ("t5_max_length", c_uint32),
+        ("reserved1", c_uint32),
     ]
 
 

@@ -37,7 +37,8 @@ class HypernetworkApplier(Closeable):
     """HypernetworkApplier(plugin=None): an empty chain. add(path, strength) appends a hypernetwork
     file (A1111's .pt or sdtrain's .safetensors); set_strength(index, strength) changes one member's;
     apply_kv(kind, width, src, dst, rows) writes dst[rows, width] = the chain on src[rows, width]
-    (kind "k"/"v" or KV_K/KV_V; members without a module for the width pass x on). close() (or the
+    (kind "k"/"v" or KV_K/KV_V; members without a module for the width pass x on); generate(model, prompt,
+    ...) renders one txt2img image with the chain. close() (or the
     with-block's end) frees it; Plugin.close() refuses while it is open."""
 
     def __init__(self, plugin=None):
@@ -98,6 +99,42 @@ class HypernetworkApplier(Closeable):
         with self._lock:
             self._require_open()
             self._check(self._x.apply_kv(self._handle, int(width), _KINDS[kind], src_p, dst_p, int(rows)))
+
+    def generate(self, model, prompt, negative_prompt="", width=512, height=512, steps=20, cfg_scale=7.0, seed=0,
+                 clip_skip=1, sampler=None, embedding=None, tokenizer=None, device="auto", cpu_threads=0,
+                 clip_l=None, clip_g=None, t5xxl=None, vae=None, t5_max_length=0):
+        """One txt2img image with the chain (applier_generate, docs/abi.md 8.7): bytes of width x height x 3,
+        RGB rows top to bottom. model: an SD checkpoint; embedding: a file whose name in the prompt stands for
+        its vectors; sampler: None ("ddim"), "euler_a" or "dpmpp_2m_karras". SD3.5/Flux.1: clip_l, clip_g,
+        t5xxl, vae name the parts a checkpoint lacks, and t5_max_length (ABI 1.10) the T5 tokens a prompt is
+        padded or cut to, 1..512 (the length the embedding trained at; 0: the family's, SD3.5 256, Flux dev
+        512, schnell 256). Blocking: loads the model."""
+        if device not in _abi.DEVICES:
+            raise SdtrainError(-1, "generate: device must be one of %s, not %r." % (", ".join(_abi.DEVICES), device))
+        if t5_max_length and self.plugin._entry.abi_version.minor < 10:
+            raise SdtrainError(-4, "generate: t5_max_length needs a plugin of ABI 1.10 or newer, and %s speaks ABI "
+                               "%s, which would ignore it; update the plugin or leave t5_max_length at 0."
+                               % (self.plugin.path, self.plugin.abi_version))
+
+        def path(p):
+            return None if p is None else os.fsencode(p)
+
+        def text(t):
+            return None if t is None else t.encode("utf-8")
+        rq = _abi.GenerateRequest.new()
+        rq.device = _abi.DEVICES[device]
+        rq.model_path, rq.tokenizer_path, rq.embedding_path = path(model), path(tokenizer), path(embedding)
+        rq.prompt, rq.negative_prompt, rq.sampler = text(prompt), text(negative_prompt), text(sampler)
+        rq.width, rq.height, rq.steps, rq.clip_skip = int(width), int(height), int(steps), int(clip_skip)
+        rq.cfg_scale, rq.seed, rq.cpu_threads = float(cfg_scale), int(seed), int(cpu_threads)
+        rq.clip_l_path, rq.clip_g_path, rq.t5xxl_path, rq.vae_path = path(clip_l), path(clip_g), path(t5xxl), path(vae)
+        rq.t5_max_length = int(t5_max_length)
+        size = max(int(width), 0) * max(int(height), 0) * 3
+        rgb = (ctypes.c_uint8 * max(size, 1))()
+        with self._lock:
+            self._require_open()
+            self._check(self._x.generate(self._handle, ctypes.byref(rq), rgb, size))
+        return bytes(rgb)[:size]
 
     def close(self):
         with self._lock:

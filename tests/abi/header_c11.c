@@ -76,6 +76,11 @@ _Static_assert(offsetof(sdt_embedding_part, encoders) == offsetof(sdt_embedding_
                    offsetof(sdt_generate_request, clip_l_path) ==
                        offsetof(sdt_generate_request, sampler) + sizeof(void *),
                "the encoder fields appended in 1.9 start at 1.8's sizeof of each struct (docs/abi.md 3.17)");
+_Static_assert(offsetof(sdt_generate_request, t5_max_length) ==
+                       offsetof(sdt_generate_request, vae_path) + sizeof(void *) &&
+                   offsetof(sdt_generate_request, reserved1) + 4 == sizeof(sdt_generate_request),
+               "the generate request's T5 length (1.10) starts at 1.9's sizeof and ends without tail padding "
+               "(docs/abi.md 3.18)");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 

@@ -1,14 +1,17 @@
-# flow_train_lib.sh - sourced after e2e_lib.sh by the SD3.5 and Flux.1 training tests (test_sd3_train.sh,
-# test_flux_train.sh): a tiny T5 tokenizer, a table's bytes in an embedding or state file, and the checks both
-# families run the same way (T5's table alone, resume bit for bit, the divergence guard on the t5xxl table).
+# flow_train_lib.sh - sourced after e2e_lib.sh by the SD3.5 and Flux.1 tests (training: test_sd3_train.sh,
+# test_flux_train.sh; T5's tokenizer alone: test_t5_cache.sh, test_transformer_*.sh, test_demo_eval_transformer.sh,
+# test_locale.sh): a tiny T5 tokenizer, a table's bytes in an embedding or state file, and the checks both families'
+# training runs the same way (T5's table alone, resume bit for bit, the divergence guard on the t5xxl table).
 
-# flow_t5_tokenizer DIR: a tiny Unigram T5 tokenizer (pad 0, </s> 1, unk 2 and a few words) as DIR/tokenizer.json.
+# flow_t5_tokenizer DIR [WORDS]: a tiny Unigram T5 tokenizer (pad 0, </s> 1, unk 2, "▁" 3, then WORDS: a few words
+# with their scores, as JSON pairs; default "a the cat yellow star dog", tests/common/t5_test_vocab.h's) as
+# DIR/tokenizer.json.
 flow_t5_tokenizer() {
+    local words=${2:-'["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]'}
     mkdir -p "$1"
     printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"</s>","special":true},'\
 '{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
-'["<unk>",0],["▁",-2],["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]],'\
-'"byte_fallback":false}}' >"$1/tokenizer.json"
+'["<unk>",0],["▁",-2],'"$words"'],"byte_fallback":false}}' >"$1/tokenizer.json"
 }
 
 # table_bytes FILE KEY: the sha256 of the table's bytes in the safetensors file (python3).
@@ -41,6 +44,65 @@ flow_check_every_table() {
     for k in $tables; do
         [ "$(table_bytes all/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
             fail "training every table left $k unchanged"
+    done
+}
+
+# flow_check_bf16 "TABLES" TRAIN_ARGS...: every table trains 8 steps with --precision bf16 (fresh/star.safetensors
+# copied to bf16/; the transformer's activations in bf16, as the encoders'): the run stays in bf16, the validation
+# loss on the training image is finite and goes down, the preview of step 8 renders, each of TABLES moves.
+flow_check_bf16() {
+    local tables=$1 first last k
+    shift
+    mkdir -p bf16 && cp fresh/star.safetensors bf16/
+    run_host train "$@" --embedding bf16/star.safetensors --max-steps 8 --learn-rate 0.05 --log-dir bf16/logs \
+        --validation-dir data --validate-every 1 --preview-every 8 --precision bf16
+    expect_rc 0 "train every table in bf16"
+    tail -n +2 "$(run_folder bf16/logs star)/textual_inversion_loss.csv" | grep -q bf16 ||
+        fail "the bf16 run's CSV does not say bf16"
+    first=$(grep -m1 -oE 'step 1: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
+    last=$(grep -oE 'step 8: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
+    [ -n "$first" ] && [ -n "$last" ] || fail "bf16: no finite validation losses in the log"
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+        fail "bf16: the validation loss did not go down on the training image: $first at step 1, $last at step 8"
+    echo "bf16: validation loss $first at step 1, $last at step 8"
+    expect_file "$(run_folder bf16/logs star)/images/star-8.png" "the bf16 run's preview of step 8"
+    for k in $tables; do
+        [ "$(table_bytes bf16/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
+            fail "training in bf16 left $k unchanged"
+    done
+}
+
+# flow_check_fp16 "TABLES" TRAIN_ARGS...: --precision fp16 on a transformer family (which overflows fp16 at full size),
+# 2 steps each (fresh/star.safetensors copied to fp16/ and fp16nobf/): where the device has bf16 (the CPU) the run
+# trains in bf16 and says why in one log line; on a device without bf16 (the test plugin's SDTRAIN_DEVICE_NO_BF16)
+# it stays fp16 with the transformer's activations in f32, says so, and trains: no fallback, every step fp16 in the
+# CSV, every table of TABLES moves and stays finite.
+flow_check_fp16() {
+    local tables=$1 csv k
+    shift
+    mkdir -p fp16 fp16nobf && cp fresh/star.safetensors fp16/ && cp fresh/star.safetensors fp16nobf/
+    run_host train "$@" --embedding fp16/star.safetensors --max-steps 2 --learn-rate 0.05 --log-dir fp16/logs \
+        --preview-every 0 --precision fp16
+    expect_rc 0 "train with --precision fp16"
+    [ "$(grep -c "training in bf16 instead of fp16: .*'s transformer overflows in fp16" "$ERR")" = 1 ] ||
+        fail "fp16 with bf16: the switch to bf16 is not said once"
+    csv=$(run_folder fp16/logs star)/textual_inversion_loss.csv
+    [ "$(tail -n +2 "$csv" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "bf16 " ] ||
+        fail "fp16 with bf16: the steps are not all bf16 ($(tail -n +2 "$csv" | cut -d, -f8 | tr '\n' ' '))"
+    SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_DEVICE_NO_BF16=1 run_host train "$@" --embedding fp16nobf/star.safetensors \
+        --max-steps 2 --learn-rate 0.05 --log-dir fp16nobf/logs --preview-every 0 --precision fp16
+    expect_rc 0 "train with --precision fp16 on a device without bf16"
+    [ "$(grep -c "'s transformer overflows in fp16 .* no bf16: the weights stay in fp16 and the transformer computes its activations in fp32" "$ERR")" = 1 ] ||
+        fail "fp16 without bf16: the fp32 transformer activations are not said once"
+    grep -q "instead of fp16" "$ERR" && fail "fp16 without bf16: the run says it switched precision"
+    csv=$(run_folder fp16nobf/logs star)/textual_inversion_loss.csv
+    [ "$(tail -n +2 "$csv" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "fp16 " ] ||
+        fail "fp16 without bf16: the steps are not all fp16 ($(tail -n +2 "$csv" | cut -d, -f8 | tr '\n' ' '))"
+    run_host inspect fp16nobf/star.safetensors
+    grep -q "finite:      yes" "$OUT" || fail "fp16 without bf16: the embedding is not finite"
+    for k in $tables; do
+        [ "$(table_bytes fp16nobf/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
+            fail "fp16 without bf16 left $k unchanged"
     done
 }
 

@@ -8,16 +8,15 @@
 #  - --t5-max-length changes what T5 reads (the prompt's length), and is refused on a UNet model, which has no T5;
 #  - a hypernetwork grid of a transformer model is refused by name.
 source "$(dirname "$0")/e2e_lib.sh"
+source "$(dirname "$0")/flow_train_lib.sh"
 : "${SDT_DEMO_EVAL:?SDT_DEMO_EVAL must name sdt-demo-eval}"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 
 mkdir -p models/t5_tokenizer
 "$SDT_MAKE_CHECKPOINT" --config tiny-sd3 --out models/sd35.safetensors >/dev/null || fail "tiny-sd3"
 cp -r "$MODEL/tokenizer" models/tokenizer # the tiny CLIPs' 1000 rows fit the demo's vocabulary
-printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"</s>","special":true},'\
-'{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
-'["<unk>",0],["▁",-2],["▁a",-1.5],["▁on",-1],["▁yellow",-4],["▁star",-4],["▁background",-3],["▁center",-3]],'\
-'"byte_fallback":false}}' >models/t5_tokenizer/tokenizer.json
+flow_t5_tokenizer models/t5_tokenizer \
+    '["▁a",-1.5],["▁on",-1],["▁yellow",-4],["▁star",-4],["▁background",-3],["▁center",-3]'
 run_host create-embedding --name sdtrain-demo --vectors 2 --init-text "a star" --model models/sd35.safetensors \
     --out emb
 expect_rc 0 "create an SD3.5 embedding"

@@ -8,6 +8,7 @@
 #    the grid drawn and the three score lines printed;
 #  - --encoders clip_l and t5xxl: the other table keeps its initial bytes.
 source "$(dirname "$0")/e2e_lib.sh"
+source "$(dirname "$0")/flow_train_lib.sh" # table_bytes
 
 FLUX=$SDT_DEMO/model-flux
 for f in flux1-demo.safetensors clip_l.safetensors t5xxl.safetensors ae.safetensors t5_tokenizer/tokenizer.json \
@@ -15,16 +16,6 @@ for f in flux1-demo.safetensors clip_l.safetensors t5xxl.safetensors ae.safetens
     expect_file "$FLUX/$f" "the Flux demo model's $f"
 done
 
-# table_bytes FILE KEY: the sha256 of the table's bytes in the safetensors file (python3).
-table_bytes() {
-    python3 - "$1" "$2" <<'PY'
-import hashlib, json, struct, sys
-raw = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-b0, b1 = json.loads(raw[8:8 + n])[sys.argv[2]]["data_offsets"]
-print(hashlib.sha256(raw[8 + n + b0: 8 + n + b1]).hexdigest())
-PY
-}
 score_of() { sed -n "s/^  $1[^:]*: *\([0-9.]*\) (.*/\1/p" "$OUT" | head -n 1; }
 
 run_host demo --model-family flux --out both --max-steps 3 --save-every 3 --learn-rate 0.05 --seed "$SEED" --grid-seeds 1

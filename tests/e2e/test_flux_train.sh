@@ -5,6 +5,8 @@
 #  - every table (clip_l, t5xxl): the validation loss on the training image (fixed timesteps and noise) goes down,
 #    previews render (Flux's Euler walk with the resolution shift and dev's guidance), both tables move;
 #  - CLIP only (--encoders clip_l): the t5xxl table keeps its bytes, clip_l moves;
+#  - --precision bf16 (the transformer's activations in bf16): the validation loss stays finite and goes down, every
+#    table moves;
 #  - T5 only with its own rate (--encoders t5xxl --lr-t5xxl): clip_l keeps its bytes, t5xxl moves, and the state's
 #    keys are the table's (t5xxl.adamw_m ...);
 #  - previews default to true CFG 1 (FluxPipeline's), the image of --preview-cfg 1; an explicit value is kept;
@@ -71,6 +73,13 @@ expect_rc 0 "train the CLIP-L table only"
     fail "training CLIP only changed the t5xxl table"
 [ "$(table_bytes clip/star.safetensors clip_l)" != "$(table_bytes fresh/star.safetensors clip_l)" ] ||
     fail "training CLIP only left clip_l unchanged"
+
+# bf16 (--precision bf16): the loss stays finite and goes down, every table moves
+flow_check_bf16 "clip_l t5xxl" "${common[@]}"
+
+# fp16 (--precision fp16): bf16 instead where the device has it, said once; without bf16 (the test hook) fp16 weights
+# with the transformer's activations in f32, said once, every step fp16, every table moves
+flow_check_fp16 "clip_l t5xxl" "${common[@]}"
 
 # T5 only with its own rate: clip_l keeps its bytes; the state holds the table's own keys
 flow_check_t5_alone "clip_l" "${common[@]}"

@@ -13,7 +13,8 @@
 # .safetensors twin and metadata), a joint run, a panel file, a --metrics run with EMA resumed from its
 # state, generate with FILE:0.5, inspect (text and --json) of every file, a PNG card, a state and the
 # diffusers model folder (which every training loads too). Every file and every printed line must be
-# byte-identical to C's (dates and timings aside), and the trained files moved.
+# byte-identical to C's (dates and timings aside), and the trained files moved. A tiny Flux.1 run and its
+# refusals come out the same under de_DE and tr_TR as under C (tables, sentences).
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/e2e_lib.sh"
 
@@ -201,6 +202,62 @@ if command -v curl >/dev/null && "$SDT_HOST" serve --help >/dev/null 2>&1; then
         cmp -s "panel-C-$what.json" "panel-ps_AF-$what.json" ||
             { fail "the panel's /api/$what differs between C and ps_AF.UTF-8"; diff "panel-C-$what.json" "panel-ps_AF-$what.json" | head -6 >&2; }
     done
+fi
+# SD3.5 and Flux.1 (issue 30), on the tiny Flux.1 dev file (sdt-make-checkpoint --config tiny-flux-dev): 2 steps
+# with fractional options (a --learn-rate schedule, --lr-t5xxl, --guidance: de_DE's strtod would read "2.5" as 2)
+# train the same tables under de_DE.UTF-8 and tr_TR.UTF-8 as under C, and the transformer paths' refusals (T5's
+# length past 512, [name] past T5's sequence, a CLIP-G for Flux) print the same sentence, numbers with '.'.
+if [ -n "${SDT_MAKE_CHECKPOINT:-}" ] && command -v python3 >/dev/null; then
+    source "$HERE/flow_train_lib.sh"
+    mkdir -p flow/models flow/data
+    "$SDT_MAKE_CHECKPOINT" --config tiny-flux-dev --out flow/models/flux.safetensors >/dev/null || fail "tiny-flux-dev"
+    "$SDT_MAKE_CHECKPOINT" --config tiny-sd3 --part clip_g --out flow/clip_g.safetensors >/dev/null || fail "a CLIP-G"
+    cp -r "$MODEL/tokenizer" flow/models/tokenizer
+    flow_t5_tokenizer flow/models/t5_tokenizer
+    cp "$DATASET/demo_000.png" "$DATASET/demo_000.txt" flow/data/
+    run_host create-embedding --name star --vectors 2 --init-text "a cat" --model flow/models/flux.safetensors \
+        --out flow/fresh
+    expect_rc 0 "create a Flux embedding"
+    FLOW=(--dataset ../flow/data --template "$SDT_TEMPLATES/style_filewords.txt" --model ../flow/models/flux.safetensors
+          --width 64 --height 64 --device cpu --seed "$SEED" --save-every 0 --preview-every 0 --max-steps 2
+          --embedding star.safetensors --log-dir logs)
+    # host_in LOCALE ARGS...: run_host with sdt-host alone under LOCALE (C, or one generated above: through a
+    # wrapper, as this shell cannot switch to the generated locales itself)
+    printf '#!/bin/sh\nexec env LOCPATH="%s" LC_ALL="$FLOW_LOCALE" LC_MESSAGES=C "%s" "$@"\n' "$LOCALES" "$SDT_HOST" \
+        >"$WORK/host-in-locale"
+    chmod +x "$WORK/host-in-locale"
+    host_in() {
+        local l=$1
+        shift
+        if [ "$l" = C ]; then LC_ALL=C run_host "$@"; else FLOW_LOCALE=$l.UTF-8 SDT_HOST=$WORK/host-in-locale run_host "$@"; fi
+    }
+    for l in C de_DE tr_TR; do
+        name=$l.UTF-8 && [ $l != C ] || name=C
+        mkdir -p "flow-$l" && cp flow/fresh/star.safetensors "flow-$l/"
+        cd "flow-$l" || exit 1 # the same relative paths in every locale: the sentences name them
+        host_in $l train "${FLOW[@]}" --learn-rate 0.05 --t5-max-length 513
+        expect_error "$name: --t5-max-length 513" "--t5-max-length" "512"
+        grep '^sdt-host: ' "$ERR" >refusals
+        host_in $l train "${FLOW[@]}" --learn-rate 0.05 --t5-max-length 8
+        expect_error "$name: [name] past T5's sequence" "style_filewords.txt" "T5's sequence of 8 tokens" \
+            "t5-max-length"
+        grep '^sdt-host: ' "$ERR" >>refusals
+        host_in $l train "${FLOW[@]}" --learn-rate 0.05 --clip-g ../flow/clip_g.safetensors
+        expect_error "$name: a CLIP-G for Flux" "clip_g_path" "no CLIP-G"
+        grep '^sdt-host: ' "$ERR" >>refusals
+        host_in $l train "${FLOW[@]}" --learn-rate "0.05:1, 0.01" --lr-t5xxl 0.2 --guidance 2.5 --t5-max-length 64
+        expect_rc 0 "$name: 2 Flux steps with fractional options"
+        for k in clip_l t5xxl; do table_bytes star.safetensors $k; done >tables
+        cd "$WORK" || exit 1
+    done
+    for l in de_DE tr_TR; do
+        cmp -s flow-C/tables flow-$l/tables ||
+            fail "$l.UTF-8: 2 Flux steps with fractional options trained other tables than under C"
+        cmp -s flow-C/refusals flow-$l/refusals ||
+            { fail "$l.UTF-8: the Flux refusals differ from C's"; diff flow-C/refusals flow-$l/refusals | head -6 >&2; }
+    done
+    cmp -s flow-C/tables <(for k in clip_l t5xxl; do table_bytes flow/fresh/star.safetensors $k; done) &&
+        fail "2 Flux steps left the embedding's tables as they were"
 fi
 [ "$(wc -l <"$(run_folder c/mlogs met)/metrics.jsonl")" = 3 ] || fail "C: the resumed --metrics run's metrics.jsonl does not hold 3 steps"
 e2e_finish

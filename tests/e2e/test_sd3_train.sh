@@ -3,6 +3,8 @@
 # (sdt-make-checkpoint --config tiny-sd3, the demo's CLIP tokenizer in tokenizer/, T5's in t5_tokenizer/):
 #  - every table: the validation loss on the training image (fixed timesteps and noise) goes down, previews render;
 #  - CLIP only (--encoders clip_l,clip_g): the t5xxl table keeps its bytes, the CLIP tables move;
+#  - --precision bf16 (the transformer's activations in bf16): the validation loss stays finite and goes down, every
+#    table moves;
 #  - T5 only with its own rate (--encoders t5xxl --lr-t5xxl): the CLIP tables keep their bytes, t5xxl moves, and the
 #    state's keys are the table's (t5xxl.adamw_m ...);
 #  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4; also with --ema-result and a table that
@@ -39,6 +41,13 @@ for k in clip_l clip_g; do
     [ "$(table_bytes clip/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
         fail "training CLIP only left $k unchanged"
 done
+
+# bf16 (--precision bf16): the loss stays finite and goes down, every table moves
+flow_check_bf16 "clip_l clip_g t5xxl" "${common[@]}"
+
+# fp16 (--precision fp16): bf16 instead where the device has it, said once; without bf16 (the test hook) fp16 weights
+# with the transformer's activations in f32, said once, every step fp16, every table moves
+flow_check_fp16 "clip_l clip_g t5xxl" "${common[@]}"
 
 # T5 only with its own rate: the CLIP tables keep their bytes; the state holds the table's own keys
 flow_check_t5_alone "clip_l clip_g" "${common[@]}"

@@ -12,15 +12,13 @@
 # uncached run. Tag shuffle, tag drop-out and a t5xxl table that trains keep T5, and the log says why. A tiny
 # Flux.1 dev run training CLIP-L alone caches T5's output too and equals the run without the cache.
 source "$(dirname "$0")/e2e_lib.sh"
+source "$(dirname "$0")/flow_train_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 
 mkdir -p models/t5_tokenizer data val
 "$SDT_MAKE_CHECKPOINT" --config tiny-sd3 --out models/sd35.safetensors >/dev/null || fail "tiny-sd3"
 cp -r "$MODEL/tokenizer" models/tokenizer # the tiny CLIPs' 1000 rows fit the demo's vocabulary
-printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"</s>","special":true},'\
-'{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
-'["<unk>",0],["▁",-2],["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]],'\
-'"byte_fallback":false}}' >models/t5_tokenizer/tokenizer.json
+flow_t5_tokenizer models/t5_tokenizer
 for i in 000 001 002; do cp "$DATASET/demo_$i.png" "$DATASET/demo_$i.txt" data/; done
 cp "$DATASET/demo_003.png" "$DATASET/demo_003.txt" val/
 
@@ -103,7 +101,8 @@ expect_rc 0 "resume to 4 steps with the T5 cache"
 log_has "T5: its output for every prompt of the run" || fail "the resumed run does not cache T5's output"
 cmp -s split/star.safetensors on/star.safetensors || fail "the resumed run with the T5 cache differs from 4 steps straight"
 
-# the fp32 fallback: a NaN pixel gives a NaN loss in fp16, the run switches to fp32 and computes T5's output again
+# the fp32 fallback: a NaN pixel gives a NaN loss in fp16 (bf16 here: an fp16 run on SD3.5 trains in bf16 where the
+# device has it), the run switches to fp32 and computes T5's output again
 for mode in on off; do
     mkdir -p fb$mode && cp fresh/star.safetensors fb$mode/
     env SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_FAULT_NAN_PIXEL=demo_001.png $([ $mode = off ] && echo SDTRAIN_TEXT_CACHE_OFF=1) \

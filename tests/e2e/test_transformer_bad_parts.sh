@@ -11,6 +11,7 @@
 #  - --t5-max-length above the 512 T5 reads.
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 source "$E2E_DIR/e2e_lib.sh"
+source "$E2E_DIR/flow_train_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 command -v python3 >/dev/null || { echo "python3 is not installed; skipping"; exit 77; }
 
@@ -22,10 +23,7 @@ for part in clip_l clip_g t5xxl vae; do
     "$SDT_MAKE_CHECKPOINT" --config tiny-sd3 --part $part --out $part.safetensors >/dev/null || fail "the $part part"
 done
 cp -r "$MODEL/tokenizer" models/tokenizer
-printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"</s>","special":true},'\
-'{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
-'["<unk>",0],["▁",-2],["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]],'\
-'"byte_fallback":false}}' >models/t5_tokenizer/tokenizer.json
+flow_t5_tokenizer models/t5_tokenizer
 cp "$DATASET/demo_000.png" "$DATASET/demo_000.txt" data/
 
 # gen OUT ARGS...: a 64x64 image in 2 steps from the bare model and the parts ARGS name

@@ -7,6 +7,7 @@
 # (tests/ti/test_create_tables.c).
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 source "$E2E_DIR/e2e_lib.sh"
+source "$E2E_DIR/flow_train_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 
 mkdir -p models
@@ -26,10 +27,7 @@ python3 "$E2E_DIR/write_token_table.py" t5_flux.safetensors shared.weight 32 24 
 CLIP=clip_l_flux.safetensors
 # T5's vocabulary (transformers' tokenizer.json) where ComfyUI users have it: t5_tokenizer/ beside the model
 mkdir -p models/t5_tokenizer
-printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"</s>","special":true},'\
-'{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
-'["<unk>",0],["▁",-2],["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]],'\
-'"byte_fallback":false}}' >models/t5_tokenizer/tokenizer.json
+flow_t5_tokenizer models/t5_tokenizer
 
 run_host create-embedding --name sd35-cat --vectors 2 --init-text "a cat" --model models/sd35.safetensors --out emb
 expect_rc 0 "create an SD3.5 embedding"

@@ -11,16 +11,14 @@
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 LOADER=$E2E_DIR/forge_embedding_loader.py
 source "$E2E_DIR/e2e_lib.sh"
+source "$E2E_DIR/flow_train_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 command -v python3 >/dev/null || { echo "python3 is not installed; skipping"; exit 77; }
 
 mkdir -p models/t5_tokenizer
 "$SDT_MAKE_CHECKPOINT" --config tiny-sd3 --out models/sd35.safetensors >/dev/null || fail "tiny-sd3"
 cp -r "$MODEL/tokenizer" models/tokenizer # the tiny CLIPs' rows fit the demo's vocabulary
-printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"</s>","special":true},'\
-'{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
-'["<unk>",0],["▁",-2],["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]],'\
-'"byte_fallback":false}}' >models/t5_tokenizer/tokenizer.json
+flow_t5_tokenizer models/t5_tokenizer
 # Flux: its transformer in BFL's layout with encoders as wide as it reads (context 24, pooled 12: token tables only)
 python3 "$E2E_DIR/write_token_table.py" models/clip_l.safetensors text_model.embeddings.token_embedding.weight 1000 \
     12 40 || fail "the Flux CLIP-L's token table"

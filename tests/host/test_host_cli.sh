@@ -45,6 +45,11 @@ for cmd in "inspect x.safetensors" "create-embedding --name a --out $tmp" "train
     # shellcheck disable=SC2086 # the words are separate arguments on purpose
     expect 1 "does not provide 'sdtrain.trainer/1'; use a newer plugin" "$host" $cmd --plugin "$fake_old"
 done
+# A T5 length for a plugin older than ABI 1.10 (the fake speaks 1.0), which would read the request without it.
+expect 1 "needs a plugin of ABI 1.10 or newer, and .* speaks ABI 1.0.0" "$host" generate --model x --prompt x \
+    --out "$tmp/t5.png" --t5-max-length 8 --plugin "$fake"
+expect 2 "t5-max-length 600: use 1..512" "$host" generate --model x --prompt x --out "$tmp/t5.png" \
+    --t5-max-length 600 --plugin "$fake"
 # Found next to itself (the build tree's ../plugin) without --plugin: the real plugin answers.
 env -u SDTRAIN_PLUGIN "$host" inspect "$tmp/none.safetensors" >"$tmp/out" 2>&1
 if grep -q "Could not find the plugin" "$tmp/out"; then

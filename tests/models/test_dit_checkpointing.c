@@ -47,8 +47,8 @@ static step_result run_step(model_ref mr, sdt_backend *be, bool checkpointing, c
     float ts[B] = {0.25f, 0.8f}, ts1000[B] = {250.0f, 800.0f}, gs[B] = {3.5f, 1.0f};
     static mmdit_acts ma;
     static flux_acts fa;
-    mmdit_inputs mi = {&tl, ts1000, &tc, &tp, checkpointing};
-    flux_inputs fi = {&tl, ts, gs, &tc, &tp, checkpointing};
+    mmdit_inputs mi = {&tl, ts1000, &tc, &tp, checkpointing, SDT_F32};
+    flux_inputs fi = {&tl, ts, gs, &tc, &tp, checkpointing, SDT_F32};
     sdt_error err = {0};
     sdt_arena measure, arena;
     sdt_arena_init_measure(&measure, be);

@@ -33,7 +33,7 @@ static double run_loss(const run_ctx *c, const float *ctx, const float *pooled, 
     sdt_tensor td = mt_tensor((void *)c->dout, SDT_F32, 4, B, C, LH, LW);
     sdt_tensor tdc = mt_tensor(dctx, SDT_F32, 3, B, T, cfg->context_dim, 0);
     sdt_tensor tdp = mt_tensor(dpooled, SDT_F32, 2, B, cfg->pooled_dim, 0, 0);
-    flux_inputs in = {&tl, c->timesteps, c->guidance, &tc, &tp, false};
+    flux_inputs in = {&tl, c->timesteps, c->guidance, &tc, &tp, false, SDT_F32};
     static flux_acts acts;
     sdt_arena measure, arena;
     sdt_error err = {0};
@@ -169,7 +169,7 @@ static void check_model(sdt_backend *be, sdt_test_rng *rng, const flux_config *c
     float ctx[T * 24] = {0}, pooled[12] = {0};
     sdt_tensor tl = mt_tensor(latent, SDT_F32, 4, 1, C, 3, 4), tc = mt_tensor(ctx, SDT_F32, 3, 1, T, 24, 0),
                tp = mt_tensor(pooled, SDT_F32, 2, 1, 12, 0, 0);
-    flux_inputs in = {&tl, ts, gs, &tc, &tp, false};
+    flux_inputs in = {&tl, ts, gs, &tc, &tp, false, SDT_F32};
     static flux_acts acts;
     sdt_arena measure;
     sdt_arena_init_measure(&measure, be);

@@ -26,7 +26,7 @@ static bool run(const flux_model *m, sdt_backend *be, int T, int h, int w, resul
                tp = mt_tensor(pooled, SDT_F32, 2, 1, POOLED, 0, 0), td = mt_tensor(dout, SDT_F32, 4, 1, C, h, w),
                tdc = mt_tensor(r->dctx, SDT_F32, 3, 1, T, CTX, 0),
                tdp = mt_tensor(r->dpooled, SDT_F32, 2, 1, POOLED, 0, 0);
-    flux_inputs in = {&tl, ts, gs, &tc, &tp, false};
+    flux_inputs in = {&tl, ts, gs, &tc, &tp, false, SDT_F32};
     static flux_acts acts;
     sdt_arena measure, arena;
     sdt_error err = {0};

@@ -11,30 +11,9 @@
 #include "flux_text.h"
 #include "model_test_util.h"
 #include "row_gradient_check.h"
-#include "text3_test_models.h"
+#include "text3_test_fixture.h"
 
 enum { B = 2, T = 77, L5 = 10, R = 2, NOV = 3 };
-
-static int ln_backward_calls, rms_backward_calls;
-static int (*real_ln_backward)(sdt_backend *, sdt_tensor *, sdt_tensor *, sdt_tensor *, const sdt_tensor *,
-                               const sdt_tensor *, const sdt_tensor *, const sdt_tensor *, const sdt_tensor *);
-static int (*real_rms_backward)(sdt_backend *, sdt_tensor *, sdt_tensor *, const sdt_tensor *, const sdt_tensor *,
-                                const sdt_tensor *, const sdt_tensor *);
-
-static int counting_ln_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
-                                const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
-                                const sdt_tensor *mean, const sdt_tensor *rstd)
-{
-    ln_backward_calls++;
-    return real_ln_backward(be, dx, dgamma, dbeta, dout, x, gamma, mean, rstd);
-}
-
-static int counting_rms_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, const sdt_tensor *dout,
-                                 const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *rstd)
-{
-    rms_backward_calls++;
-    return real_rms_backward(be, dx, dgamma, dout, x, gamma, rstd);
-}
 
 typedef struct problem {
     int32_t tl[B * T], t5[B * L5];
@@ -173,25 +152,18 @@ static void check_outputs(const text3_models *m, sdt_backend *be, const problem 
 
 static double loss_of(const text3_models *m, const problem *p, const outputs *o)
 {
-    double s = 0;
-    for (size_t i = 0; i < (size_t)B * L5 * m->t5.cfg.d_model; i++) s += (double)p->dctx[i] * o->ctx[i];
-    for (size_t i = 0; i < (size_t)B * m->l.cfg.width; i++) s += (double)p->dpool[i] * o->pooled[i];
-    return s;
+    return text3_seeded_loss(p->dctx, o->ctx, (size_t)B * L5 * m->t5.cfg.d_model, p->dpool, o->pooled,
+                             (size_t)B * m->l.cfg.width);
 }
-
-typedef struct fd_context {
-    const text3_models *m;
-    sdt_backend *be;
-    const problem *p;
-} fd_context;
 
 static bool loss_with_rows(void *vctx, int table, const float *rows, double *loss, sdt_error *error)
 {
-    const fd_context *c = vctx;
+    const text3_fd_context *c = vctx;
+    const problem *p = c->problem;
     outputs q;
-    bool ok = run(c->m, c->be, c->p, table == 0 ? rows : c->p->rows_l, table == 1 ? rows : c->p->rows_t5, NULL, false,
-                  false, false, &q, error);
-    if (ok) *loss = loss_of(c->m, c->p, &q);
+    bool ok = run(c->m, c->be, p, table == 0 ? rows : p->rows_l, table == 1 ? rows : p->rows_t5, NULL, false, false,
+                  false, &q, error);
+    if (ok) *loss = loss_of(c->m, p, &q);
     free_outputs(&q);
     return ok;
 }
@@ -199,7 +171,7 @@ static bool loss_with_rows(void *vctx, int table, const float *rows, double *los
 static void check_finite_differences(sdt_test_rng *rng, const text3_models *m, sdt_backend *be, const problem *p,
                                      const outputs *o)
 {
-    fd_context c = {m, be, p};
+    text3_fd_context c = {m, be, p};
     int n[2] = {R * m->l.cfg.width, R * m->t5.cfg.d_model};
     const float *base[2] = {p->rows_l, p->rows_t5}, *grad[2] = {o->drl, o->drt};
     const char *names[2] = {"clip_l", "t5xxl"};
@@ -209,17 +181,11 @@ static void check_finite_differences(sdt_test_rng *rng, const text3_models *m, s
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("models_test_flux_text");
-    sdt_backend *be = mt_backend();
-    real_ln_backward = be->layernorm_backward, real_rms_backward = be->rmsnorm_backward;
-    be->layernorm_backward = counting_ln_backward, be->rmsnorm_backward = counting_rms_backward;
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/sdt-flux-text-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp %s", dir);
-    sdt_error error = {0};
-    text3_models m;
-    if (!text3_make(dir, true, sdt_test_next(&rng), &m, &error)) {
-        CHECK(false, "the tiny Flux encoders: %s", error.message);
-    } else {
+    text3_fixture f;
+    if (text3_fixture_open(&f, &rng, true, "Flux")) {
+        const text3_models m = f.m;
+        sdt_backend *be = f.be;
+        sdt_error error = {0};
         problem p;
         make_problem(&rng, &m, &p);
         int C = m.l.cfg.width, D = m.t5.cfg.d_model;
@@ -231,7 +197,7 @@ int main(void)
             bool cases[3][2] = {{true, true}, {true, false}, {false, true}};
             int base_ln = 0, base_rms = 0;
             for (int c = 0; c < 3; c++) {
-                ln_backward_calls = rms_backward_calls = 0;
+                text3_counts_reset();
                 outputs o;
                 if (!run(&m, be, &p, p.rows_l, p.rows_t5, NULL, cases[c][0], cases[c][1], true, &o, &error)) {
                     CHECK(false, "case %d: %s", c, error.message);
@@ -239,23 +205,24 @@ int main(void)
                     continue;
                 }
                 printf("trains clip_l %d t5xxl %d: layer-norm backwards %d, RMS-norm backwards %d\n", cases[c][0],
-                       cases[c][1], ln_backward_calls, rms_backward_calls);
+                       cases[c][1], text3_counts.ln[0], text3_counts.rms);
                 if (c == 0) {
-                    base_ln = ln_backward_calls, base_rms = rms_backward_calls;
+                    base_ln = text3_counts.ln[0], base_rms = text3_counts.rms;
                     CHECK(base_ln > 0 && base_rms > 0, "training both tables ran no backward somewhere");
                 }
-                CHECK(ln_backward_calls == (cases[c][0] ? base_ln : 0), "case %d: CLIP-L's backward count is wrong", c);
-                CHECK(rms_backward_calls == (cases[c][1] ? base_rms : 0), "case %d: T5's backward count is wrong", c);
+                CHECK(text3_counts.ln[0] == (cases[c][0] ? base_ln : 0), "case %d: CLIP-L's backward count is wrong",
+                      c);
+                CHECK(text3_counts.rms == (cases[c][1] ? base_rms : 0), "case %d: T5's backward count is wrong", c);
                 if (cases[c][0]) CHECK(mt_max_abs_diff(o.drl, all.drl, R * C) <= 1e-6, "case %d: clip_l changed", c);
                 if (cases[c][1]) CHECK(mt_max_abs_diff(o.drt, all.drt, R * D) <= 1e-6, "case %d: t5xxl changed", c);
                 free_outputs(&o);
             }
             /* a cached T5 output: the same context, T5 not run backward, its rows refused */
             outputs o;
-            rms_backward_calls = 0;
+            text3_counts_reset();
             if (run(&m, be, &p, p.rows_l, p.rows_t5, all.ctx, true, false, true, &o, &error)) {
                 CHECK(mt_max_abs_diff(o.ctx, all.ctx, (int64_t)B * L5 * D) == 0 &&
-                          mt_max_abs_diff(o.drl, all.drl, R * C) <= 1e-6 && rms_backward_calls == 0,
+                          mt_max_abs_diff(o.drl, all.drl, R * C) <= 1e-6 && text3_counts.rms == 0,
                       "a cached T5 output changed the result or ran T5's backward");
             } else {
                 CHECK(false, "a cached T5 output: %s", error.message);
@@ -287,9 +254,6 @@ int main(void)
               "Flux without T5 was accepted (%s)", error.message);
         free(p.rows_l), free(p.rows_t5), free(p.dctx), free(p.dpool);
     }
-    text3_close(&m);
-    mt_remove_folder(dir);
-    be->layernorm_backward = real_ln_backward, be->rmsnorm_backward = real_rms_backward;
-    be->destroy(be);
+    text3_fixture_close(&f);
     return sdt_test_finish("models_test_flux_text");
 }

@@ -31,7 +31,7 @@ static double run_loss(const run_ctx *c, const float *ctx, const float *pooled, 
     sdt_tensor td = mt_tensor((void *)c->dout, SDT_F32, 4, B, C, LH, LW);
     sdt_tensor tdc = mt_tensor(dctx, SDT_F32, 3, B, T, cfg->context_dim, 0);
     sdt_tensor tdp = mt_tensor(dpooled, SDT_F32, 2, B, cfg->pooled_dim, 0, 0);
-    mmdit_inputs in = {&tl, c->timesteps, &tc, &tp, false};
+    mmdit_inputs in = {&tl, c->timesteps, &tc, &tp, false, SDT_F32};
     static mmdit_acts acts;
     sdt_arena measure, arena;
     sdt_error err = {0};
@@ -169,7 +169,7 @@ int main(void)
     float *big = mt_alloc(sizeof(float) * (size_t)(C * 14 * 4)), ctx[T * 24] = {0}, pooled[12] = {0};
     sdt_tensor tl = mt_tensor(big, SDT_F32, 4, 1, C, 14, 4), tc = mt_tensor(ctx, SDT_F32, 3, 1, T, 24, 0),
                tp = mt_tensor(pooled, SDT_F32, 2, 1, 12, 0, 0);
-    mmdit_inputs in = {&tl, ts, &tc, &tp, false};
+    mmdit_inputs in = {&tl, ts, &tc, &tp, false, SDT_F32};
     static mmdit_acts acts;
     sdt_arena measure;
     sdt_arena_init_measure(&measure, be);

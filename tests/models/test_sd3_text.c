@@ -14,32 +14,9 @@
 #include "model_test_util.h"
 #include "row_gradient_check.h"
 #include "sd3_text.h"
-#include "text3_test_models.h"
+#include "text3_test_fixture.h"
 
 enum { B = 2, T = 77, L5 = 12, R = 2, NOV = 3 };
-
-static int ln_backward_calls[2], rms_backward_calls; /* [0]: CLIP-L's width, [1]: bigG's */
-static int lwidth, gwidth;
-static int (*real_ln_backward)(sdt_backend *, sdt_tensor *, sdt_tensor *, sdt_tensor *, const sdt_tensor *,
-                               const sdt_tensor *, const sdt_tensor *, const sdt_tensor *, const sdt_tensor *);
-static int (*real_rms_backward)(sdt_backend *, sdt_tensor *, sdt_tensor *, const sdt_tensor *, const sdt_tensor *,
-                                const sdt_tensor *, const sdt_tensor *);
-
-static int counting_ln_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
-                                const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
-                                const sdt_tensor *mean, const sdt_tensor *rstd)
-{
-    int64_t c = dout->shape[dout->ndim - 1];
-    ln_backward_calls[0] += c == lwidth, ln_backward_calls[1] += c == gwidth;
-    return real_ln_backward(be, dx, dgamma, dbeta, dout, x, gamma, mean, rstd);
-}
-
-static int counting_rms_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, const sdt_tensor *dout,
-                                 const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *rstd)
-{
-    rms_backward_calls++;
-    return real_rms_backward(be, dx, dgamma, dout, x, gamma, rstd);
-}
 
 typedef struct problem {
     int32_t tl[B * T], tg[B * T], t5[B * L5];
@@ -253,27 +230,19 @@ static void check_layout(const text3_models *m, sdt_backend *be, const problem *
 static double loss_of(const text3_models *m, const problem *p, const outputs *o)
 {
     int D = m->t5.cfg.d_model, P = m->l.cfg.projection_dim + m->g.cfg.projection_dim;
-    double s = 0;
-    for (size_t i = 0; i < (size_t)B * o->ctx_rows * D; i++) s += (double)p->dctx[i] * o->ctx[i];
-    for (size_t i = 0; i < (size_t)B * P; i++) s += (double)p->dpool[i] * o->pooled[i];
-    return s;
+    return text3_seeded_loss(p->dctx, o->ctx, (size_t)B * o->ctx_rows * D, p->dpool, o->pooled, (size_t)B * P);
 }
-
-typedef struct fd_context {
-    const text3_models *m;
-    sdt_backend *be;
-    const problem *p;
-} fd_context;
 
 static bool loss_with_rows(void *vctx, int table, const float *rows, double *loss, sdt_error *error)
 {
-    const fd_context *c = vctx;
-    const float *rl = table == 0 ? rows : c->p->rows_l, *rg = table == 1 ? rows : c->p->rows_g,
-                *rt = table == 2 ? rows : c->p->rows_t5;
+    const text3_fd_context *c = vctx;
+    const problem *p = c->problem;
+    const float *rl = table == 0 ? rows : p->rows_l, *rg = table == 1 ? rows : p->rows_g,
+                *rt = table == 2 ? rows : p->rows_t5;
     variant v = {0};
     outputs q;
-    bool ok = run(c->m, c->be, c->p, rl, rg, rt, &v, &q, error);
-    if (ok) *loss = loss_of(c->m, c->p, &q);
+    bool ok = run(c->m, c->be, p, rl, rg, rt, &v, &q, error);
+    if (ok) *loss = loss_of(c->m, p, &q);
     free_outputs(&q);
     return ok;
 }
@@ -282,7 +251,7 @@ static bool loss_with_rows(void *vctx, int table, const float *rows, double *los
 static void check_finite_differences(sdt_test_rng *rng, const text3_models *m, sdt_backend *be, const problem *p,
                                      const outputs *o)
 {
-    fd_context c = {m, be, p};
+    text3_fd_context c = {m, be, p};
     int n[3] = {R * m->l.cfg.width, R * m->g.cfg.width, R * m->t5.cfg.d_model};
     const float *base[3] = {p->rows_l, p->rows_g, p->rows_t5}, *grad[3] = {o->drl, o->drg, o->drt};
     const char *names[3] = {"clip_l", "clip_g", "t5xxl"};
@@ -299,7 +268,7 @@ static void check_frozen(const text3_models *m, sdt_backend *be, const problem *
         bool tl, tg, tt;
     } cases[4] = {{true, true, true}, {true, true, false}, {false, true, true}, {true, false, false}};
     for (int c = 0; c < 4; c++) {
-        ln_backward_calls[0] = ln_backward_calls[1] = rms_backward_calls = 0;
+        text3_counts_reset();
         variant v = {.tl = cases[c].tl, .tg = cases[c].tg, .tt = cases[c].tt, .grads = true};
         outputs o;
         if (!run(m, be, p, p->rows_l, p->rows_g, p->rows_t5, &v, &o, &error)) {
@@ -308,16 +277,15 @@ static void check_frozen(const text3_models *m, sdt_backend *be, const problem *
             continue;
         }
         printf("trains clip_l %d clip_g %d t5xxl %d: layer-norm backwards %d (L) %d (G), RMS-norm backwards %d\n", v.tl,
-               v.tg, v.tt, ln_backward_calls[0], ln_backward_calls[1], rms_backward_calls);
+               v.tg, v.tt, text3_counts.ln[0], text3_counts.ln[1], text3_counts.rms);
         if (c == 0) {
-            base_ln[0] = ln_backward_calls[0], base_ln[1] = ln_backward_calls[1], base_rms = rms_backward_calls;
+            base_ln[0] = text3_counts.ln[0], base_ln[1] = text3_counts.ln[1], base_rms = text3_counts.rms;
             CHECK(base_ln[0] > 0 && base_ln[1] > 0 && base_rms > 0, "training every table ran no backward somewhere");
         } else {
-            CHECK(ln_backward_calls[0] == (v.tl ? base_ln[0] : 0), "CLIP-L's backward %s",
+            CHECK(text3_counts.ln[0] == (v.tl ? base_ln[0] : 0), "CLIP-L's backward %s",
                   v.tl ? "changed" : "ran frozen");
-            CHECK(ln_backward_calls[1] == (v.tg ? base_ln[1] : 0), "bigG's backward %s",
-                  v.tg ? "changed" : "ran frozen");
-            CHECK(rms_backward_calls == (v.tt ? base_rms : 0), "T5's backward %s", v.tt ? "changed" : "ran frozen");
+            CHECK(text3_counts.ln[1] == (v.tg ? base_ln[1] : 0), "bigG's backward %s", v.tg ? "changed" : "ran frozen");
+            CHECK(text3_counts.rms == (v.tt ? base_rms : 0), "T5's backward %s", v.tt ? "changed" : "ran frozen");
         }
         if (v.tl) CHECK(mt_max_abs_diff(o.drl, all->drl, nl) <= 1e-6, "case %d: clip_l's gradient changed", c);
         if (v.tg) CHECK(mt_max_abs_diff(o.drg, all->drg, ng) <= 1e-6, "case %d: clip_g's gradient changed", c);
@@ -359,12 +327,12 @@ static void check_no_t5_and_cache(const text3_models *m, sdt_backend *be, const 
     for (int b = 0; b < B; b++)
         memcpy(hidden + (size_t)b * L5 * D, all->ctx + ((size_t)b * rows + T) * D, (size_t)L5 * D * sizeof(float));
     variant vc = {.t5_hidden = hidden, .tl = true, .tg = true, .grads = true};
-    rms_backward_calls = 0;
+    text3_counts_reset();
     if (run(m, be, p, p->rows_l, p->rows_g, p->rows_t5, &vc, &o, &error)) {
         CHECK(mt_max_abs_diff(o.ctx, all->ctx, (int64_t)B * rows * D) == 0, "the cached T5 output changed the context");
         CHECK(mt_max_abs_diff(o.drl, all->drl, R * Cl) <= 1e-6 && mt_max_abs_diff(o.drg, all->drg, R * Cg) <= 1e-6,
               "the cached T5 output changed CLIP's gradients");
-        CHECK(rms_backward_calls == 0, "T5's backward ran on a cached output");
+        CHECK(text3_counts.rms == 0, "T5's backward ran on a cached output");
     } else {
         CHECK(false, "the conditioning with a cached T5 output: %s", error.message);
     }
@@ -405,18 +373,11 @@ static void check_bf16(const text3_models *m, sdt_backend *be, const problem *p,
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("models_test_sd3_text");
-    sdt_backend *be = mt_backend();
-    real_ln_backward = be->layernorm_backward, real_rms_backward = be->rmsnorm_backward;
-    be->layernorm_backward = counting_ln_backward, be->rmsnorm_backward = counting_rms_backward;
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/sdt-sd3-text-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp %s", dir);
-    sdt_error error = {0};
-    text3_models m;
-    if (!text3_make(dir, false, sdt_test_next(&rng), &m, &error)) {
-        CHECK(false, "the tiny SD3 encoders: %s", error.message);
-    } else {
-        lwidth = m.l.cfg.width, gwidth = m.g.cfg.width;
+    text3_fixture f;
+    if (text3_fixture_open(&f, &rng, false, "SD3")) {
+        const text3_models m = f.m;
+        sdt_backend *be = f.be;
+        sdt_error error = {0};
         problem p;
         make_problem(&rng, &m, &p);
         variant all = {.tl = true, .tg = true, .tt = true, .grads = true};
@@ -450,9 +411,6 @@ int main(void)
               "a context narrower than CLIP's was accepted (%s)", error.message);
         free(p.rows_l), free(p.rows_g), free(p.rows_t5), free(p.dctx), free(p.dpool);
     }
-    text3_close(&m);
-    mt_remove_folder(dir);
-    be->layernorm_backward = real_ln_backward, be->rmsnorm_backward = real_rms_backward;
-    be->destroy(be);
+    text3_fixture_close(&f);
     return sdt_test_finish("models_test_sd3_text");
 }

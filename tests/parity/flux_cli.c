@@ -8,6 +8,7 @@
  *       (timesteps and guidance [B] as sigma and scale; the latent unpacked [B, C, h, w])
  *       (out [B, C, h, w]; with dout [B, C, h, w] in: d(context) [B, T, context_dim], d(pooled) [B, pooled_dim])
  *   sdt-flux-io measure --config dev|schnell --height h --width w --ctx-tokens T [--batch B] [--checkpointing]
+ *                       [--bf16]
  *       prints forward's activation peak and forward + backward's (a measuring arena, no weights)
  */
 #include <stdio.h>
@@ -45,12 +46,13 @@ int main(int argc, char **argv)
                    h = cli_num(argc, argv, "--height"), wd = cli_num(argc, argv, "--width"),
                    T = cli_num(argc, argv, "--ctx-tokens");
         const flux_config *c = &m.cfg;
+        const sdt_dtype act = cli_flag(argc, argv, "--bf16") ? SDT_BF16 : SDT_F32; /* a bf16 run's activations */
         float ts[64] = {0};
-        sdt_tensor tl = sdt_tensor_4d(NULL, SDT_F32, 4, B, c->in_channels, h, wd),
-                   tc = sdt_tensor_4d(NULL, SDT_F32, 3, B, T, c->context_dim, 0),
-                   tp = sdt_tensor_4d(NULL, SDT_F32, 2, B, c->pooled_dim, 0, 0),
+        sdt_tensor tl = sdt_tensor_4d(NULL, act, 4, B, c->in_channels, h, wd),
+                   tc = sdt_tensor_4d(NULL, act, 3, B, T, c->context_dim, 0),
+                   tp = sdt_tensor_4d(NULL, act, 2, B, c->pooled_dim, 0, 0),
                    td = sdt_tensor_4d(NULL, SDT_F32, 4, B, c->in_channels, h, wd);
-        flux_inputs in = {&tl, ts, ts, &tc, &tp, cli_flag(argc, argv, "--checkpointing")};
+        flux_inputs in = {&tl, ts, ts, &tc, &tp, cli_flag(argc, argv, "--checkpointing"), act};
         static flux_acts acts;
         sdt_backend *be = sdt_backend_cpu_create(1);
         sdt_arena measure;
@@ -59,8 +61,8 @@ int main(int argc, char **argv)
         size_t kept = measure.peak;
         if (!flux_backward(&m, be, &measure, &acts, &td, &tc, &tp, &err)) return cli_fail(&err);
         printf("%s, batch %ld, latent %ldx%ld, %ld text tokens: forward peak %.2f GiB, with backward %.2f GiB "
-               "(f32 activations)\n",
-               name ? name : "dev", B, h, wd, T, kept / 1073741824.0, measure.peak / 1073741824.0);
+               "(%s activations)\n",
+               name ? name : "dev", B, h, wd, T, kept / 1073741824.0, measure.peak / 1073741824.0, sdt_dtype_name(act));
         be->destroy(be);
         return 0;
     }
@@ -90,7 +92,7 @@ int main(int argc, char **argv)
                tp = sdt_tensor_4d(pooled, SDT_F32, 2, B, PD, 0, 0), td = sdt_tensor_4d(dout, SDT_F32, 4, B, C, h, wd),
                tdc = sdt_tensor_4d(dctx, SDT_F32, 3, B, T, CD, 0),
                tdp = sdt_tensor_4d(dpooled, SDT_F32, 2, B, PD, 0, 0);
-    flux_inputs in = {&tl, ts, gs, &tc, &tp, false};
+    flux_inputs in = {&tl, ts, gs, &tc, &tp, false, SDT_F32};
     static flux_acts acts;
     sdt_arena measure, arena;
     sdt_arena_init_measure(&measure, be);

@@ -163,7 +163,7 @@ int main(int argc, char **argv)
                tlogv = sdt_tensor_4d(logvar, SDT_F32, 4, B, vc.z_channels, h, w),
                tdec = sdt_tensor_4d(decoded, SDT_F32, 4, B, 3, h * f, w * f);
     sdt_flux_text_inputs tin = {.tokens_l = &ttl, .t5 = {.tokens = &tt5}, .act_dtype = SDT_F32};
-    flux_inputs fin = {&tlat, ts, NULL, &tctx, &tpool, false};
+    flux_inputs fin = {&tlat, ts, NULL, &tctx, &tpool, false, SDT_F32};
     static sdt_flux_text_acts ta;
     static flux_acts fa;
     sdt_arena measure, arena;

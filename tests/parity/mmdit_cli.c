@@ -8,7 +8,7 @@
  *                    --pooled F --out F [--dout F --dcontext F --dpooled F]
  *       (out [B, C, h, w]; with dout [B, C, h, w] in: d(context) [B, T, context_dim], d(pooled) [B, pooled_dim])
  *   sdt-mmdit-io measure --config sd3|sd35-medium|sd35-large --height h --width w --ctx-tokens T [--batch B]
- *                        [--checkpointing]
+ *                        [--checkpointing] [--bf16]
  *       prints forward's activation peak and forward + backward's (a measuring arena, no weights)
  */
 #include <stdio.h>
@@ -54,12 +54,13 @@ int main(int argc, char **argv)
                    h = cli_num(argc, argv, "--height"), wd = cli_num(argc, argv, "--width"),
                    T = cli_num(argc, argv, "--ctx-tokens");
         const mmdit_config *c = &m.cfg;
+        const sdt_dtype act = cli_flag(argc, argv, "--bf16") ? SDT_BF16 : SDT_F32; /* a bf16 run's activations */
         float ts[64] = {0};
-        sdt_tensor tl = sdt_tensor_4d(NULL, SDT_F32, 4, B, c->in_channels, h, wd),
-                   tc = sdt_tensor_4d(NULL, SDT_F32, 3, B, T, c->context_dim, 0),
-                   tp = sdt_tensor_4d(NULL, SDT_F32, 2, B, c->pooled_dim, 0, 0),
+        sdt_tensor tl = sdt_tensor_4d(NULL, act, 4, B, c->in_channels, h, wd),
+                   tc = sdt_tensor_4d(NULL, act, 3, B, T, c->context_dim, 0),
+                   tp = sdt_tensor_4d(NULL, act, 2, B, c->pooled_dim, 0, 0),
                    td = sdt_tensor_4d(NULL, SDT_F32, 4, B, c->in_channels, h, wd);
-        mmdit_inputs in = {&tl, ts, &tc, &tp, cli_flag(argc, argv, "--checkpointing")};
+        mmdit_inputs in = {&tl, ts, &tc, &tp, cli_flag(argc, argv, "--checkpointing"), act};
         static mmdit_acts acts;
         sdt_backend *be = sdt_backend_cpu_create(1);
         sdt_arena measure;
@@ -68,8 +69,9 @@ int main(int argc, char **argv)
         size_t kept = measure.peak;
         if (!mmdit_backward(&m, be, &measure, &acts, &td, &tc, &tp, &err)) return cli_fail(&err);
         printf("%s, batch %ld, latent %ldx%ld, %ld text tokens: forward peak %.2f GiB, with backward %.2f GiB "
-               "(f32 activations)\n",
-               name ? name : "sd35-large", B, h, wd, T, kept / 1073741824.0, measure.peak / 1073741824.0);
+               "(%s activations)\n",
+               name ? name : "sd35-large", B, h, wd, T, kept / 1073741824.0, measure.peak / 1073741824.0,
+               sdt_dtype_name(act));
         be->destroy(be);
         return 0;
     }
@@ -97,7 +99,7 @@ int main(int argc, char **argv)
                tp = sdt_tensor_4d(pooled, SDT_F32, 2, B, PD, 0, 0), td = sdt_tensor_4d(dout, SDT_F32, 4, B, C, h, wd),
                tdc = sdt_tensor_4d(dctx, SDT_F32, 3, B, T, CD, 0),
                tdp = sdt_tensor_4d(dpooled, SDT_F32, 2, B, PD, 0, 0);
-    mmdit_inputs in = {&tl, ts, &tc, &tp, false};
+    mmdit_inputs in = {&tl, ts, &tc, &tp, false, SDT_F32};
     static mmdit_acts acts;
     sdt_arena measure, arena;
     sdt_arena_init_measure(&measure, be);

@@ -8,6 +8,8 @@ Checks:
  - HypernetworkApplier on a created hypernetwork: strength 0 and an unknown width leave x as it is,
    strength 1 changes it; the result is bit-identical with the deprecated factory's 1.4 applier on
    the same file; set_strength; dst may be src;
+ - generate(): the request's fields reach the plugin (a T5 length past 512 and 5000 steps refused naming the
+   field, a missing model named);
  - refusals: a missing file (named), a bad kind, a closed applier, Plugin.close() while one is open."""
 import array
 import ctypes
@@ -115,6 +117,16 @@ def check_applier(plugin, work):
         expect_error(lambda: applier.apply_kv("q", width, src, out, rows), "INVALID_ARGUMENT", "kind")
         expect_error(lambda: applier.apply_kv("k", width, array.array("f", [0.0]), out, 1), "INVALID_ARGUMENT",
                      "src")
+        # generate (ABI 1.10's t5_max_length): the wrapper sends the request's fields; the plugin checks them
+        # before any model is opened, and a model that is not there is named
+        missing = os.path.join(work, "no-model.safetensors")
+        expect_error(lambda: applier.generate(missing, "a cat", width=64, height=64, t5_max_length=513),
+                     "VALIDATION", "request.t5_max_length 513", "1..512")
+        expect_error(lambda: applier.generate(missing, "a cat", width=64, height=64, steps=5000), "VALIDATION",
+                     "request.steps")
+        expect_error(lambda: applier.generate(missing, "a cat", width=64, height=64, t5_max_length=16), "NOT_FOUND",
+                     "no-model.safetensors")
+        expect_error(lambda: applier.generate(missing, "a cat", device="tpu"), "INVALID_ARGUMENT", "device")
         expect_error(plugin.close, "BAD_STATE", "close them first")
     check(applier.closed, "the with-block closed the applier")
     expect_error(lambda: applier.add(path), "BAD_STATE", "closed")

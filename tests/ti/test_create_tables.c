@@ -20,18 +20,13 @@
 #include "transformer_pack.h"
 #include "data_test_util.h"
 #include "sdt_test.h"
+#include "t5_test_vocab.h"
 
-#define SP "\xE2\x96\x81"
 #define CLIP_VOCAB 49408 /* the built-in tokenizer's, so it fits */
 #define T5_VOCAB 96
 
 /* T5's vocabulary as transformers' tokenizer.json: "a cat" is ids 4 and 6. */
-static const char *const T5_JSON =
-    "{\"added_tokens\":[{\"id\":0,\"content\":\"<pad>\",\"special\":true},"
-    "{\"id\":1,\"content\":\"</s>\",\"special\":true},{\"id\":2,\"content\":\"<unk>\",\"special\":true}],"
-    "\"model\":{\"type\":\"Unigram\",\"unk_id\":2,\"vocab\":[[\"<pad>\",0],[\"</s>\",0],[\"<unk>\",0],"
-    "[\"" SP "\",-2],[\"" SP "a\",-1.5],[\"" SP "the\",-1],[\"" SP "cat\",-3],[\"" SP "yellow\",-4],[\"" SP
-    "star\",-4],[\"" SP "dog\",-3]],\"byte_fallback\":false}}";
+static const char *const T5_JSON = SDT_TEST_T5_TOKENIZER_JSON;
 
 static char *tmp_dir;
 

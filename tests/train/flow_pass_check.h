@@ -1,7 +1,8 @@
 /* flow_pass_check.h - what the training-pass tests of the rectified-flow transformers share (header only:
- * test_sd3_pass, test_flux_pass), on top of pass_check.h: a tiny random checkpoint (sd3_gen) opened on the CPU, the
- * table-major rows (clip_l [n, w0], clip_g [n, w1] (none on Flux), t5xxl [n, w2]) checked table by table against
- * central differences, each table training alone, and gradient descent on the rows. */
+ * test_sd3_pass, test_flux_pass; test_flow_memory and test_t5_cache take its tiny model and batch), on top of
+ * pass_check.h: a tiny random checkpoint (sd3_gen) opened on the CPU, a fixed batch, the table-major rows (clip_l
+ * [n, w0], clip_g [n, w1] (none on Flux), t5xxl [n, w2]) checked table by table against central differences, each
+ * table training alone, and gradient descent on the rows. */
 #ifndef SDT_TEST_TRAIN_FLOW_PASS_CHECK_H
 #define SDT_TEST_TRAIN_FLOW_PASS_CHECK_H
 
@@ -19,7 +20,7 @@
 #define FLOW_PASS_L5 8    /* T5's sequence: short for the tests */
 
 /* A fixed batch: CLIP ids with the embedding's slots at 2 and 3, T5 ids with them at 1 and 2, random noisy latents
- * and targets, two timesteps; guidance 0 (Flux dev's test sets it). */
+ * and targets of side x side (the caller frees them), two timesteps; guidance 0 (Flux dev's test sets it). */
 typedef struct flow_pass_problem {
     int32_t tokens[FLOW_PASS_B * SDT_PROMPT_TOKENS], t5[FLOW_PASS_B * FLOW_PASS_L5];
     clip_override ov[FLOW_PASS_B * FLOW_PASS_NV];
@@ -29,11 +30,11 @@ typedef struct flow_pass_problem {
     sdt_pass_shape shape;
 } flow_pass_problem;
 
-static inline void flow_pass_make_problem(sdt_test_rng *rng, const sd_runtime *rt, flow_pass_problem *p)
+static inline void flow_pass_make_problem_sized(sdt_test_rng *rng, const sd_runtime *rt, int side, flow_pass_problem *p)
 {
     enum { B = FLOW_PASS_B, T = SDT_PROMPT_TOKENS, L5 = FLOW_PASS_L5, END = FLOW_PASS_END };
     memset(p, 0, sizeof *p);
-    int c = rt->cfg.vae.z_channels, h = 4, w = 4;
+    int c = rt->cfg.vae.z_channels, h = side, w = side;
     p->shape = (sdt_pass_shape){.batch = B, .c = c, .h = h, .w = w, .chunks = 1, .in_c = c, .t5_len = L5};
     int n = 0;
     for (int b = 0; b < B; b++) {
@@ -51,20 +52,18 @@ static inline void flow_pass_make_problem(sdt_test_rng *rng, const sd_runtime *r
     pass_check_latents(rng, (int64_t)B * c * h * w, &p->noisy, &p->target);
 }
 
+/* The batch on 4 x 4 latents (the pass tests'). */
+static inline void flow_pass_make_problem(sdt_test_rng *rng, const sd_runtime *rt, flow_pass_problem *p)
+{
+    flow_pass_make_problem_sized(rng, rt, 4, p);
+}
+
 static inline sdt_pass_inputs flow_pass_inputs(const flow_pass_problem *p)
 {
-    sdt_pass_inputs in = {.shape = p->shape,
-                          .tokens = p->tokens,
-                          .overrides = p->ov,
-                          .n_overrides = FLOW_PASS_B * FLOW_PASS_NV,
-                          .noisy = p->noisy,
-                          .target = p->target,
-                          .timesteps = p->ts,
-                          .end_id = FLOW_PASS_END,
-                          .t5_tokens = p->t5,
-                          .t5_overrides = p->ov5,
-                          .n_t5_overrides = FLOW_PASS_B * FLOW_PASS_NV,
-                          .guidance = p->guidance};
+    sdt_pass_inputs in = pass_check_inputs(p->shape, p->tokens, p->ov, FLOW_PASS_B * FLOW_PASS_NV, p->noisy, p->target,
+                                           p->ts, FLOW_PASS_END);
+    in.t5_tokens = p->t5, in.t5_overrides = p->ov5, in.n_t5_overrides = FLOW_PASS_B * FLOW_PASS_NV;
+    in.guidance = p->guidance;
     return in;
 }
 
@@ -158,6 +157,47 @@ static inline void flow_pass_check_descent(sdt_test_rng *rng, sd_runtime *rt, wo
     ok = ok && pass_check_loss(rt, wa, in, nv, rows, width, 0, NULL, &loss, &error);
     printf("gradient descent on the rows: loss %.6f -> %.6f\n", first, loss);
     CHECK(ok && loss < first, "the loss does not go down: %.6f -> %.6f (%s)", first, loss, ok ? "" : error.message);
+    free(rows), free(grad);
+}
+
+/* An fp16 run without bf16 (train_job_prepare.c's flow_precision): the weights in f16 (rt reopened so, from path)
+ * and the transformer's activations in f32 (rt->transformer_act_dtype). The pass measures more than with f16
+ * activations (the transformer's tensors are f32), its loss and row gradients are finite, the gradients nonzero, and
+ * the loss within 1% of the f32 runtime's (f16 weights and text encoders differ from it only by rounding). rt is
+ * left open in f32. */
+static inline void flow_pass_check_f32_transformer(sdt_test_rng *rng, sd_runtime *rt, const char *path, work_arena *wa,
+                                                   const sdt_pass_inputs *in, const char *family)
+{
+    const int width = flow_pass_width(rt), n = FLOW_PASS_NV * width;
+    float *rows = mt_alloc((size_t)n * sizeof(float)), *grad = mt_alloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) rows[i] = (float)(0.5 * sdt_test_normal(rng));
+    sdt_pass_options po = {.clip_skip = 0};
+    double ref = 0, l16 = 0, l32 = 0;
+    size_t b16 = 0, b32 = 0;
+    sdt_error error = {0};
+    bool ok = pass_check_loss_with(rt, wa, in, &po, FLOW_PASS_NV, rows, width, 0, NULL, &ref, NULL, &error);
+    sdt_backend *be = rt->be;
+    sd_runtime_close(rt);
+    ok = ok && sd_runtime_open(rt, path, be, SDT_F16, SD_PREDICTION_AUTO, false, &error);
+    CHECK(ok && rt->transformer_act_dtype == SDT_F16, "%s in f16: %s", family, error.message);
+    ok = ok && pass_check_loss_with(rt, wa, in, &po, FLOW_PASS_NV, rows, width, 0, grad, &l16, &b16, &error);
+    rt->transformer_act_dtype = SDT_F32;
+    ok = ok && pass_check_loss_with(rt, wa, in, &po, FLOW_PASS_NV, rows, width, 0, grad, &l32, &b32, &error);
+    CHECK(ok, "the %s pass with f16 weights and f32 transformer activations: %s", family, error.message);
+    double gmax = 0;
+    bool finite = isfinite(l32);
+    for (int i = 0; i < n; i++) finite = finite && isfinite(grad[i]), gmax = fmax(gmax, fabs(grad[i]));
+    printf("%s f16 weights: loss %.9g with f16 activations (%zu bytes measured), %.9g with the transformer's in f32 "
+           "(%zu bytes); f32 runtime %.9g\n",
+           family, l16, b16, l32, b32, ref);
+    CHECK(!ok || b32 > b16, "%s: f32 transformer activations measured %zu bytes, no more than f16's %zu", family, b32,
+          b16);
+    CHECK(!ok || (finite && gmax > 0), "%s: the f32-activation pass's loss or row gradients are not finite or zero",
+          family);
+    CHECK(!ok || fabs(l32 - ref) <= 0.01 * fabs(ref), "%s: loss %.9g with f16 weights, %.9g in f32", family, l32, ref);
+    sd_runtime_close(rt);
+    CHECK(sd_runtime_open(rt, path, be, SDT_F32, SD_PREDICTION_AUTO, false, &error), "%s in f32 again: %s", family,
+          error.message);
     free(rows), free(grad);
 }
 

@@ -1,5 +1,5 @@
 /* pass_check.h - what the training-pass tests of the text-encoder families share (header only:
- * test_sdxl_pass, test_sd3_pass, test_flux_pass): the pass's loss and the embedding rows' gradient through
+ * test_sdxl_pass, test_sd3_pass, test_flux_pass, test_t5_cache, test_flow_memory): a batch's inputs, the pass's loss and the embedding rows' gradient through
  * train/sd_pass.h on the CPU, the gradient checked against central differences of that loss
  * along a direction, and a pass without rows. */
 #ifndef SDT_TEST_TRAIN_PASS_CHECK_H
@@ -20,6 +20,23 @@ static inline void pass_check_latents(sdt_test_rng *rng, int64_t numel, float **
     *target = mt_alloc((size_t)numel * sizeof(float));
     for (int64_t i = 0; i < numel; i++)
         (*noisy)[i] = (float)sdt_test_normal(rng), (*target)[i] = (float)sdt_test_normal(rng);
+}
+
+/* A pass's inputs on a batch: CLIP's ids and the rows' slots in them, the latents, the timesteps; T5's (SD3.5, Flux)
+ * and SDXL's parts are the caller's to add. */
+static inline sdt_pass_inputs pass_check_inputs(sdt_pass_shape shape, const int32_t *tokens, const clip_override *ov,
+                                                int n_overrides, const float *noisy, const float *target,
+                                                const float *timesteps, int32_t end_id)
+{
+    sdt_pass_inputs in = {.shape = shape,
+                          .tokens = tokens,
+                          .overrides = ov,
+                          .n_overrides = n_overrides,
+                          .noisy = noisy,
+                          .target = target,
+                          .timesteps = timesteps,
+                          .end_id = end_id};
+    return in;
 }
 
 /* The pass's loss on in at rows (host, nv x width values); with grad, its gradient too (tables: which

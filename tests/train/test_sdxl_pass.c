@@ -49,15 +49,8 @@ static void make_problem(sdt_test_rng *rng, sd_runtime *rt, problem *p)
 
 static sdt_pass_inputs inputs_of(problem *p)
 {
-    sdt_pass_inputs in = {.shape = p->shape,
-                          .tokens = p->tokens,
-                          .overrides = p->ov,
-                          .n_overrides = B * NV,
-                          .noisy = p->noisy,
-                          .target = p->target,
-                          .timesteps = p->ts,
-                          .end_id = END,
-                          .sizes = p->sizes};
+    sdt_pass_inputs in = pass_check_inputs(p->shape, p->tokens, p->ov, B * NV, p->noisy, p->target, p->ts, END);
+    in.sizes = p->sizes;
     return in;
 }
 

@@ -15,27 +15,18 @@
 #include <string.h>
 
 #include "../models/model_test_util.h"
-#include "sd3_gen.h"
-#include "sdtrain.h"
-#include "train/prompt.h"
+#include "flow_pass_check.h"
+#include "t5_test_vocab.h"
 #include "train/sd_cond.h"
-#include "train/sd_pass.h"
 #include "train/t5_cache.h"
-#include "train/work_arena.h"
 
 #define B 3
 #define NV 2 /* embedding vectors */
 #define END 999
 #define T SDT_PROMPT_TOKENS
 #define L5 10 /* T5's sequence: short for the test */
-#define SP "\xE2\x96\x81"
 
-static const char *const JSON =
-    "{\"added_tokens\":[{\"id\":0,\"content\":\"<pad>\",\"special\":true},"
-    "{\"id\":1,\"content\":\"</s>\",\"special\":true},{\"id\":2,\"content\":\"<unk>\",\"special\":true}],"
-    "\"model\":{\"type\":\"Unigram\",\"unk_id\":2,\"vocab\":[[\"<pad>\",0],[\"</s>\",0],[\"<unk>\",0],"
-    "[\"" SP "\",-2],[\"" SP "a\",-1.5],[\"" SP "the\",-1],[\"" SP "cat\",-3],[\"" SP "yellow\",-4],[\"" SP
-    "star\",-4],[\"" SP "dog\",-3]],\"byte_fallback\":false}}";
+static const char *const JSON = SDT_TEST_T5_TOKENIZER_JSON;
 
 /* The run's prompts (a repeat included) and the batch trained on: three of them. */
 static const char *const run_prompts[] = {"a <sks> the cat", "the dog",         "",
@@ -87,25 +78,10 @@ static bool make_problem(sdt_test_rng *rng, sd_runtime *rt, const sdt_spm *spm, 
 static bool pass(sd_runtime *rt, work_arena *wa, problem *p, sdt_tensor *rows, float *grad, double *loss,
                  sdt_error *error)
 {
-    int64_t shape[2] = {rows->shape[0], rows->shape[1]};
-    memset(grad, 0, (size_t)(shape[0] * shape[1]) * sizeof(float));
-    sdt_tensor dr = sdt_tensor_make(grad, SDT_F32, SDT_DEVICE_CPU, 2, shape);
-    sdt_pass_options po = {.clip_skip = 0};
-    sdt_pass_trainables tr = {.rows = rows, .drows = &dr, .tables = SDT_ENCODER_CLIP_L | SDT_ENCODER_CLIP_G};
-    sdt_pass_inputs in = {.shape = p->shape,
-                          .tokens = p->tokens,
-                          .overrides = p->ov,
-                          .n_overrides = B * NV,
-                          .noisy = p->noisy,
-                          .target = p->target,
-                          .timesteps = p->ts,
-                          .end_id = END,
-                          .t5_tokens = p->t5,
-                          .t5_overrides = p->ov5,
-                          .n_t5_overrides = p->n_ov5};
-    size_t bytes;
-    return sdt_pass_measure(rt, &po, &p->shape, &tr, &bytes, error) && work_arena_reserve(wa, rt->be, bytes, error) &&
-           sdt_pass_run(rt, wa, &po, &in, &tr, 1.0f, true, loss, error);
+    sdt_pass_inputs in = pass_check_inputs(p->shape, p->tokens, p->ov, B * NV, p->noisy, p->target, p->ts, END);
+    in.t5_tokens = p->t5, in.t5_overrides = p->ov5, in.n_t5_overrides = p->n_ov5;
+    return pass_check_loss_with(rt, wa, &in, NULL, (int)rows->shape[0], rows->data, (int)rows->shape[1],
+                                SDT_ENCODER_CLIP_L | SDT_ENCODER_CLIP_G, grad, loss, NULL, error);
 }
 
 /* Bytes of T5's weights (under its canonical prefix) that still hold data. */
@@ -214,31 +190,19 @@ done:
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("test_t5_cache");
-    sdt_backend *be = sdt_backend_cpu_create(2);
-    char *dir = g_dir_make_tmp("sdt-t5cache-XXXXXX", NULL);
     sdt_error error = {0};
     sdt_spm *spm = sdt_spm_load_json_memory(JSON, strlen(JSON), "tiny.json", &error);
-    CHECK(be && dir && spm, "backend, temp folder and T5 vocabulary: %s", error.message);
-    if (!be || !dir || !spm) return sdt_test_finish("test_t5_cache");
+    CHECK(spm, "the T5 vocabulary: %s", error.message);
+    if (!spm) return sdt_test_finish("test_t5_cache");
     int32_t ph = -1;
     CHECK(sdt_spm_add_token(spm, "<sks>", &ph, &error), "the placeholder: %s", error.message);
     sdt_t5_slot_rules rules = {.placeholder_id = ph, .n_vectors = NV, .slot_token = 0};
-    char *path = g_strdup_printf("%s/sd3.5_tiny.safetensors", dir);
     sd_config cfg = sd_config_preset(SD_FAMILY_TINY_SD3);
     const bool in[SD_PART_COUNT] = {true, true, true, true, true};
-    sd_runtime rt;
-    bool ok = sd3_generate(path, &cfg, in, SDT_F32, sdt_test_next(&rng), true, &error) &&
-              sd_runtime_open(&rt, path, be, SDT_F32, SD_PREDICTION_AUTO, false, &error);
-    CHECK(ok, "the tiny SD3.5 model: %s", error.message);
-    if (ok) {
-        check_cache(&rng, &rt, spm, &rules);
-        sd_runtime_close(&rt);
-    }
+    flow_pass_model m;
+    if (flow_pass_model_open(&m, &rng, "sdt-t5cache-XXXXXX", "sd3.5_tiny.safetensors", &cfg, in, "SD3.5"))
+        check_cache(&rng, &m.rt, spm, &rules);
+    flow_pass_model_close(&m);
     sdt_spm_free(spm);
-    g_remove(path);
-    g_rmdir(dir);
-    g_free(path);
-    g_free(dir);
-    be->destroy(be);
     return sdt_test_finish("test_t5_cache");
 }

@@ -11,16 +11,10 @@
 #include <string.h>
 
 #include "sdt_test.h"
+#include "t5_test_vocab.h"
 #include "train/tokenizer_open.h"
 
-#define SP "\xE2\x96\x81"
-
-static const char *const JSON =
-    "{\"added_tokens\":[{\"id\":0,\"content\":\"<pad>\",\"special\":true},"
-    "{\"id\":1,\"content\":\"</s>\",\"special\":true},{\"id\":2,\"content\":\"<unk>\",\"special\":true}],"
-    "\"model\":{\"type\":\"Unigram\",\"unk_id\":2,\"vocab\":[[\"<pad>\",0],[\"</s>\",0],[\"<unk>\",0],"
-    "[\"" SP "\",-2],[\"" SP "a\",-1.5],[\"" SP "the\",-1],[\"" SP "cat\",-3],[\"" SP "yellow\",-4],[\"" SP
-    "star\",-4],[\"" SP "dog\",-3]],\"byte_fallback\":false}}";
+static const char *const JSON = SDT_TEST_T5_TOKENIZER_JSON;
 
 static char *in(const char *dir, const char *name)
 {

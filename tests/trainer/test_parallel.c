@@ -31,7 +31,7 @@
  * batch, tests/trainer/CMakeLists.txt runs OpenBLAS on one thread), and AdamW normalises each element,
  * so an element whose gradient nearly cancels carries its rounding into a share of a whole step. The
  * worst element is that one: on the first weight 9.6e-7 with libm's erfc in GELU, 1.03e-6 with
- * shared_erfcf (bench/NOTES.md run 36), i.e. 3.4e-4 of lr * STEPS, while the RMS stays 2e-8 (7e-6 of
+ * shared_erfcf (bench/NOTES.md run 37), i.e. 3.4e-4 of lr * STEPS, while the RMS stays 2e-8 (7e-6 of
  * it), and other tensors of the same hypernetwork (LayerNorm biases whose gradient is rounding alone)
  * differ by up to 2e-5 either way. A rank that trains on its own gradient or other samples is off by
  * about lr everywhere: 10x past both bounds at least. */

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 
 #include "c_numeric.h"
 #include "model_util.h"
@@ -142,35 +143,37 @@ bool dit_gated_residual_backward(sdt_backend *be, sdt_tensor *dy, sdt_tensor *dm
 }
 
 void dit_stream_alloc(dit_stream_acts *s, const dit_dims *c, sdt_arena *ar, int64_t B, int64_t n, bool pre_only,
-                      bool dual)
+                      bool dual, sdt_dtype dt)
 {
+    /* dt: what the stream carries (the modulation and 1 + scale too, as the UNet's time embedding); the norm
+     * statistics and the attention's logsumexp are f32 (ops.h) */
     const int64_t H = (int64_t)c->heads * c->head_dim, F = H * c->mlp_ratio;
-    s->mod = mu_alloc(ar, SDT_F32, 2, B, (pre_only ? 2 : dual ? 9 : 6) * H, 0, 0);
-    s->gamma1 = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
+    s->mod = mu_alloc(ar, dt, 2, B, (pre_only ? 2 : dual ? 9 : 6) * H, 0, 0);
+    s->gamma1 = mu_alloc(ar, dt, 2, B, H, 0, 0);
     s->mean1 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
     s->rstd1 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
-    s->q = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    s->k = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    s->v = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    s->q = mu_alloc(ar, dt, 3, B, n, H, 0);
+    s->k = mu_alloc(ar, dt, 3, B, n, H, 0);
+    s->v = mu_alloc(ar, dt, 3, B, n, H, 0);
     if (c->qk_norm) {
         s->rstd_q = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
         s->rstd_k = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
     }
     if (pre_only) return;
-    s->gamma2 = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
+    s->gamma2 = mu_alloc(ar, dt, 2, B, H, 0, 0);
     s->mean2 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
     s->rstd2 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
-    s->y_attn = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    s->x_mid = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    s->h1 = mu_alloc(ar, SDT_F32, 3, B, n, F, 0);
-    s->y_ff = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    s->x_out = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    s->y_attn = mu_alloc(ar, dt, 3, B, n, H, 0);
+    s->x_mid = mu_alloc(ar, dt, 3, B, n, H, 0);
+    s->h1 = mu_alloc(ar, dt, 3, B, n, F, 0);
+    s->y_ff = mu_alloc(ar, dt, 3, B, n, H, 0);
+    s->x_out = mu_alloc(ar, dt, 3, B, n, H, 0);
     if (!dual) return;
-    s->gamma3 = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
+    s->gamma3 = mu_alloc(ar, dt, 2, B, H, 0, 0);
     s->mean3 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
     s->rstd3 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
     sdt_tensor *bnh[] = {&s->q2, &s->k2, &s->v2, &s->Q2, &s->K2, &s->O2, &s->y_attn2, &s->x_mid1};
-    for (size_t i = 0; i < sizeof bnh / sizeof bnh[0]; i++) *bnh[i] = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    for (size_t i = 0; i < sizeof bnh / sizeof bnh[0]; i++) *bnh[i] = mu_alloc(ar, dt, 3, B, n, H, 0);
     s->lse2 = mu_alloc(ar, SDT_F32, 3, B, c->heads, n, 0);
     if (c->qk_norm) {
         s->rstd_q2 = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
@@ -282,7 +285,16 @@ bool dit_stream_post(const dit_stream_weights *W, const dit_dims *c, sdt_backend
 
 bool dit_upload_f32(sdt_backend *be, sdt_tensor *t, const float *host, sdt_error *error)
 {
-    TRY(be->upload(be, t->data, host, sdt_tensor_nbytes(t)));
+    if (t->dtype == SDT_F32) {
+        TRY(be->upload(be, t->data, host, sdt_tensor_nbytes(t)));
+        return true;
+    }
+    void *tmp = malloc(sdt_tensor_nbytes(t));
+    if (!tmp) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory", MODULE);
+    sdt_store_f32(host, tmp, t->dtype, sdt_tensor_numel(t));
+    const int rc = be->upload(be, t->data, tmp, sdt_tensor_nbytes(t));
+    free(tmp);
+    TRY(rc);
     return true;
 }
 

@@ -40,7 +40,8 @@ typedef struct dit_dims {
 typedef struct dit_env {
     int batch;
     sdt_tensor silu_temb; /* [B, H]: every modulation's input */
-    sdt_tensor ones;      /* f32 [M, 1], M >= any token count: broadcasts a per-batch vector over tokens */
+    sdt_tensor ones;      /* [M, 1] in the activation dtype (exact), M >= any token count: broadcasts a per-batch
+                           * vector over tokens */
 } dit_env;
 
 /* The joint Q, K, V, O [B, S, H] and the attention's logsumexp, in a block's joint[] array. */
@@ -126,9 +127,10 @@ bool dit_gated_residual_backward(sdt_backend *be, sdt_tensor *dy, sdt_tensor *dm
                                  const sdt_tensor *y, const sdt_tensor *mod, int gate_j, const sdt_tensor *ones,
                                  sdt_tensor *tmp, sdt_tensor *tmp2, sdt_error *error);
 
-/* A stream's activations of n tokens from the arena (pre_only: SD3's last text stream, dual: MMDiT-X). */
+/* A stream's activations of n tokens from the arena (pre_only: SD3's last text stream, dual: MMDiT-X), in the
+ * activation dtype dt but the f32 statistics (norms' mean and rstd, the attention's logsumexp). */
 void dit_stream_alloc(dit_stream_acts *s, const dit_dims *c, sdt_arena *ar, int64_t B, int64_t n, bool pre_only,
-                      bool dual);
+                      bool dual, sdt_dtype dt);
 
 /* Gradient checkpointing's work set: the block's activations over the memory of one set allocated for the
  * largest block (dual for MMDiT-X, 6 or 9 modulation chunks), its modulation viewed as [B, chunks * H]. */
@@ -155,7 +157,7 @@ bool dit_stream_post(const dit_stream_weights *W, const dit_dims *c, sdt_backend
                      dit_stream_acts *s, const sdt_tensor *x_in, sdt_tensor *nbuf, sdt_tensor *abuf, dit_fwd_tmp *t,
                      const sdt_tensor *joint, int64_t off, sdt_error *error);
 
-/* Host f32 into t (t's bytes). */
+/* Host f32 into t, rounded to t's dtype. */
 bool dit_upload_f32(sdt_backend *be, sdt_tensor *t, const float *host, sdt_error *error);
 
 /* The first B * k * H values of s->dmod_flat as a [B, kH] modulation gradient. */

@@ -350,6 +350,10 @@ static bool check_inputs(const flux_model *m, const flux_inputs *in, sdt_error *
         return sdt_fail(error, SDT_ERR_BAD_FORMAT,
                         "flux: this transformer embeds a guidance scale (Flux dev, guidance-distilled); give one per "
                         "batch element (3.5 is the usual value)");
+    if (in->act_dtype != SDT_F32 && in->act_dtype != SDT_F16 && in->act_dtype != SDT_BF16)
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "flux: the activation dtype %s is not one the transformer stores; pass f32, f16 or bf16",
+                        sdt_dtype_name(in->act_dtype));
     return true;
 }
 
@@ -640,33 +644,35 @@ static bool run_forward(const flux_model *m, sdt_backend *be, const flux_inputs 
     return repack(be, &a->out, tok, a, c->in_channels, true, error);
 }
 
-static void alloc_single(flux_single_acts *s, const flux_config *c, sdt_arena *ar, int64_t B, int64_t S)
+/* In dt as dit_stream_alloc's: the statistics f32. */
+static void alloc_single(flux_single_acts *s, const flux_config *c, sdt_arena *ar, int64_t B, int64_t S, sdt_dtype dt)
 {
     const int64_t H = (int64_t)c->heads * c->head_dim, F = H * c->mlp_ratio;
-    s->mod = mu_alloc(ar, SDT_F32, 2, B, 3 * H, 0, 0);
-    s->gamma = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
+    s->mod = mu_alloc(ar, dt, 2, B, 3 * H, 0, 0);
+    s->gamma = mu_alloc(ar, dt, 2, B, H, 0, 0);
     s->mean = mu_alloc(ar, SDT_F32, 1, B * S, 0, 0, 0);
     s->rstd = mu_alloc(ar, SDT_F32, 1, B * S, 0, 0, 0);
     sdt_tensor *bsh[] = {&s->q, &s->k, &s->v, &s->Q, &s->K, &s->O, &s->y, &s->x_out};
-    for (size_t i = 0; i < sizeof bsh / sizeof bsh[0]; i++) *bsh[i] = mu_alloc(ar, SDT_F32, 3, B, S, H, 0);
+    for (size_t i = 0; i < sizeof bsh / sizeof bsh[0]; i++) *bsh[i] = mu_alloc(ar, dt, 3, B, S, H, 0);
     s->rstd_q = mu_alloc(ar, SDT_F32, 1, B * S * c->heads, 0, 0, 0);
     s->rstd_k = mu_alloc(ar, SDT_F32, 1, B * S * c->heads, 0, 0, 0);
     s->lse = mu_alloc(ar, SDT_F32, 3, B, c->heads, S, 0);
-    s->h = mu_alloc(ar, SDT_F32, 3, B, S, F, 0);
+    s->h = mu_alloc(ar, dt, 3, B, S, F, 0);
 }
 
 /* A forward's block temporaries (the forward's, and backward's recompute when checkpointing). */
 static void fwd_tmp_alloc(sdt_arena *arena, const flux_acts *a, int64_t H, int64_t F, dit_fwd_tmp *t, single_tmp *st)
 {
     const int64_t B = a->batch, N = a->tokens, T = a->ctx_tokens, S = N + T;
-    t->n_img = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
-    t->n_ctx = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
-    t->a_img = mu_alloc(arena, SDT_F32, 3, B, N, F, 0);
-    t->a_ctx = mu_alloc(arena, SDT_F32, 3, B, T, F, 0);
-    t->tmp = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
-    st->n = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
-    st->act = mu_alloc(arena, SDT_F32, 3, B, S, F, 0);
-    st->cat = mu_alloc(arena, SDT_F32, 3, B, S, H + F, 0);
+    const sdt_dtype dt = a->act_dtype;
+    t->n_img = mu_alloc(arena, dt, 3, B, N, H, 0);
+    t->n_ctx = mu_alloc(arena, dt, 3, B, T, H, 0);
+    t->a_img = mu_alloc(arena, dt, 3, B, N, F, 0);
+    t->a_ctx = mu_alloc(arena, dt, 3, B, T, F, 0);
+    t->tmp = mu_alloc(arena, dt, 2, a->ones.shape[0], H, 0, 0); /* a gate broadcast: ones times gate, exact in dt */
+    st->n = mu_alloc(arena, dt, 3, B, S, H, 0);
+    st->act = mu_alloc(arena, dt, 3, B, S, F, 0);
+    st->cat = mu_alloc(arena, dt, 3, B, S, H + F, 0);
     st->tmp = t->tmp;
     sdt_tensor o2 = mu_rows(&a->ones, 0, H);
     int64_t hs[1] = {H};
@@ -688,9 +694,12 @@ bool flux_forward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const 
     a->ctx_tokens = (int)in->context->shape[1];
     a->context = *in->context;
     a->pooled = *in->pooled;
+    /* The activation dtype for everything per token and the modulation, as mmdit_forward (which says why) */
+    const sdt_dtype dt = in->act_dtype;
+    a->act_dtype = dt;
     const int64_t N = a->tokens, T = a->ctx_tokens, S = N + T;
     const int64_t M = S > H ? S : H;
-    a->ones = mu_alloc(arena, SDT_F32, 2, M, 1, 0, 0);
+    a->ones = mu_alloc(arena, dt, 2, M, 1, 0, 0);
     if (!arena->measuring) {
         sdt_error rope_error = {0};
         if (!rope_cached(m, be, a, &rope_error) && rope_error.message[0]) {
@@ -708,39 +717,39 @@ bool flux_forward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const 
     a->pooled_h = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     a->pooled_a = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     a->temb = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
-    a->silu_temb = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
-    a->ctx0 = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
-    a->img0 = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
+    a->silu_temb = mu_alloc(arena, dt, 2, B, H, 0, 0);
+    a->ctx0 = mu_alloc(arena, dt, 3, B, T, H, 0);
+    a->img0 = mu_alloc(arena, dt, 3, B, N, H, 0);
     const dit_dims dd = block_dims(c);
     a->checkpointing = in->checkpointing;
     for (int l = 0; l < c->double_layers; l++) {
         if (a->checkpointing) { /* the block's outputs: the next block's inputs */
-            a->img[l].x_out = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
-            a->ctx[l].x_out = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
+            a->img[l].x_out = mu_alloc(arena, dt, 3, B, N, H, 0);
+            a->ctx[l].x_out = mu_alloc(arena, dt, 3, B, T, H, 0);
             continue;
         }
-        dit_stream_alloc(&a->img[l], &dd, arena, B, N, false, false);
-        dit_stream_alloc(&a->ctx[l], &dd, arena, B, T, false, false);
-        for (int j = JQ; j <= JO; j++) a->joint[l][j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+        dit_stream_alloc(&a->img[l], &dd, arena, B, N, false, false, dt);
+        dit_stream_alloc(&a->ctx[l], &dd, arena, B, T, false, false, dt);
+        for (int j = JQ; j <= JO; j++) a->joint[l][j] = mu_alloc(arena, dt, 3, B, S, H, 0);
         a->joint[l][JLSE] = mu_alloc(arena, SDT_F32, 3, B, c->heads, S, 0);
     }
-    a->x_join = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+    a->x_join = mu_alloc(arena, dt, 3, B, S, H, 0);
     for (int l = 0; l < c->single_layers; l++) {
         if (a->checkpointing)
-            a->single[l].x_out = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+            a->single[l].x_out = mu_alloc(arena, dt, 3, B, S, H, 0);
         else
-            alloc_single(&a->single[l], c, arena, B, S);
+            alloc_single(&a->single[l], c, arena, B, S, dt);
     }
     if (a->checkpointing) { /* one block of each kind */
-        dit_stream_alloc(&a->work_img, &dd, arena, B, N, false, false);
-        dit_stream_alloc(&a->work_ctx, &dd, arena, B, T, false, false);
-        for (int j = JQ; j <= JO; j++) a->work_joint[j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+        dit_stream_alloc(&a->work_img, &dd, arena, B, N, false, false, dt);
+        dit_stream_alloc(&a->work_ctx, &dd, arena, B, T, false, false, dt);
+        for (int j = JQ; j <= JO; j++) a->work_joint[j] = mu_alloc(arena, dt, 3, B, S, H, 0);
         a->work_joint[JLSE] = mu_alloc(arena, SDT_F32, 3, B, c->heads, S, 0);
-        alloc_single(&a->work_single, c, arena, B, S);
+        alloc_single(&a->work_single, c, arena, B, S, dt);
     }
-    a->x_img = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
-    a->out_mod = mu_alloc(arena, SDT_F32, 2, B, 2 * H, 0, 0);
-    a->out_gamma = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    a->x_img = mu_alloc(arena, dt, 3, B, N, H, 0);
+    a->out_mod = mu_alloc(arena, dt, 2, B, 2 * H, 0, 0);
+    a->out_gamma = mu_alloc(arena, dt, 2, B, H, 0, 0);
     a->out_mean = mu_alloc(arena, SDT_F32, 1, B * N, 0, 0, 0);
     a->out_rstd = mu_alloc(arena, SDT_F32, 1, B * N, 0, 0, 0);
     a->out = mu_alloc(arena, SDT_F32, 4, B, C, in->latent->shape[2], in->latent->shape[3]);
@@ -905,20 +914,23 @@ bool flux_backward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const
     dit_bwd_scratch s;
     memset(&s, 0, sizeof s);
     const int64_t n[2] = {N, T};
+    /* f32 for the residual streams' gradients and the modulation's, the branches' in the activation dtype (as
+     * mmdit_backward) */
+    const sdt_dtype dt = a->act_dtype;
     for (int st = 0; st < 2; st++) {
         s.dX[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.dy[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.da[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], F, 0);
-        s.dh[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], F, 0);
-        s.dn[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.dq[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.dk[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.dv[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
+        s.dy[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s.da[st] = mu_alloc(arena, dt, 3, B, n[st], F, 0);
+        s.dh[st] = mu_alloc(arena, dt, 3, B, n[st], F, 0);
+        s.dn[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s.dq[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s.dk[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s.dv[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
     }
-    for (int j = 0; j < 4; j++) s.dJ[j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+    for (int j = 0; j < 4; j++) s.dJ[j] = mu_alloc(arena, dt, 3, B, S, H, 0);
     s.dmod_flat = mu_alloc(arena, SDT_F32, 1, B * 6 * H, 0, 0, 0);
     s.dgam = mu_alloc(arena, SDT_F32, 2, 1, H, 0, 0);
-    s.tmp = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
+    s.tmp = mu_alloc(arena, dt, 2, a->ones.shape[0], H, 0, 0);
     s.tmp2 = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
     s.dst = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     s.dtemb = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
@@ -926,11 +938,12 @@ bool flux_backward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const
     s.dph = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     s.dtok = mu_alloc(arena, SDT_F32, 3, B, N, 4 * (int64_t)c->in_channels, 0);
     single_scratch g;
-    sdt_tensor *bsh[] = {&g.dX, &g.dy, &g.dn, &g.dq, &g.dk, &g.dR};
-    for (size_t i = 0; i < sizeof bsh / sizeof bsh[0]; i++) *bsh[i] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
-    g.dcat = mu_alloc(arena, SDT_F32, 3, B, S, H + F, 0);
-    g.da = mu_alloc(arena, SDT_F32, 3, B, S, F, 0);
-    g.dh = mu_alloc(arena, SDT_F32, 3, B, S, F, 0);
+    g.dX = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+    sdt_tensor *bsh[] = {&g.dy, &g.dn, &g.dq, &g.dk, &g.dR};
+    for (size_t i = 0; i < sizeof bsh / sizeof bsh[0]; i++) *bsh[i] = mu_alloc(arena, dt, 3, B, S, H, 0);
+    g.dcat = mu_alloc(arena, dt, 3, B, S, H + F, 0);
+    g.da = mu_alloc(arena, dt, 3, B, S, F, 0);
+    g.dh = mu_alloc(arena, dt, 3, B, S, F, 0);
     dit_fwd_tmp t = {0};
     single_tmp st = {0};
     if (a->checkpointing) fwd_tmp_alloc(arena, a, H, F, &t, &st);

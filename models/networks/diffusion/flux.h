@@ -32,15 +32,16 @@
  * model.diffusion_model.) reaches it in these names under "model.diffusion_model." (models/weights/transformer_keys.h
  * maps it when the file is opened).
  *
- * Activations are f32. Without checkpointing every block's are kept: at 1024 x 1024 (a 128 x 128 latent,
- * 4096 image tokens) with 512 text tokens, batch 1, Flux dev's forward peaks at 40.2 GiB and forward and
- * backward at 41.4 GiB (the measuring arena: sdt-flux-io measure), on top of the weights (23.8 GB in bf16).
- * With gradient checkpointing (flux_inputs.checkpointing) the forward keeps each double block's two stream
- * outputs, the single blocks' joined input and each single block's output (every block's input) and one work set
- * of each kind (7.5 GiB forward and backward at the size above); backward runs each block's forward again into its
- * work set, then its backward. Nothing else is kept per block: the modulation is one linear of silu(temb), which
- * stays with the acts, and the RoPE tables are the model's; the recompute is the same ops on the same inputs, so
- * the gradients are bit-identical.
+ * Activations are in flux_inputs.act_dtype (the run's: f32, f16 or bf16), with the same f32 exceptions as the
+ * MMDiT's (mmdit.h). Without checkpointing every block's are kept: at 1024 x 1024 (a 128 x 128 latent, 4096 image
+ * tokens) with 512 text tokens, batch 1, Flux dev's forward peaks at 20.1 GiB and forward and backward at
+ * 20.8 GiB in bf16 (40.2 and 41.4 GiB in f32; the measuring arena: sdt-flux-io measure [--bf16]), on top of the
+ * weights (23.8 GB in bf16). With gradient checkpointing (flux_inputs.checkpointing) the forward keeps each
+ * double block's two stream outputs, the single blocks' joined input and each single block's output (every
+ * block's input) and one work set of each kind (3.8 GiB forward and backward at the size above in bf16, 7.5 GiB
+ * in f32); backward runs each block's forward again into its work set, then its backward. Nothing else is kept
+ * per block: the modulation is one linear of silu(temb), which stays with the acts, and the RoPE tables are the
+ * model's; the recompute is the same ops on the same inputs, so the gradients are bit-identical.
  */
 #ifndef SDT_MODELS_FLUX_H
 #define SDT_MODELS_FLUX_H
@@ -134,6 +135,7 @@ typedef struct flux_inputs {
     const sdt_tensor *context; /* [B, T, context_dim] (T5's hidden states) */
     const sdt_tensor *pooled;  /* [B, pooled_dim] (CLIP-L's pooled output) */
     bool checkpointing;        /* keep only the blocks' outputs; backward recomputes each block */
+    sdt_dtype act_dtype;       /* the activations' dtype: SDT_F32 (0, the default), SDT_F16 or SDT_BF16 (the run's) */
 } flux_inputs;
 
 typedef struct flux_single_acts {
@@ -146,6 +148,7 @@ typedef struct flux_single_acts {
 
 typedef struct flux_acts {
     int batch, tokens, ctx_tokens, grid_h, grid_w; /* tokens = grid_h * grid_w (the packed grid) */
+    sdt_dtype act_dtype;                           /* the inputs' act_dtype */
     sdt_tensor pooled_h, pooled_a, temb, silu_temb;
     sdt_tensor ctx0, img0;      /* the streams entering block 0 */
     sdt_tensor context, pooled; /* the inputs' shapes (for backward) */
@@ -161,7 +164,7 @@ typedef struct flux_acts {
     flux_single_acts work_single; /* and one single block's */
     sdt_tensor x_img;             /* [B, N, H]: the image tokens leaving the last block */
     sdt_tensor out_mod, out_gamma, out_mean, out_rstd;
-    sdt_tensor ones; /* f32 [max(T + N, H), 1] */
+    sdt_tensor ones; /* [max(T + N, H), 1] in act_dtype */
     sdt_tensor out;  /* f32 [B, C, h, w]: the prediction (velocity) */
 } flux_acts;
 

@@ -346,6 +346,10 @@ static bool check_inputs(const mmdit_model *m, const mmdit_inputs *in, sdt_error
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: the pooled projection must be a float tensor [%lld, %d]",
                         (long long)B, c->pooled_dim);
     if (!in->timesteps) return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: no timesteps given");
+    if (in->act_dtype != SDT_F32 && in->act_dtype != SDT_F16 && in->act_dtype != SDT_BF16)
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "mmdit: the activation dtype %s is not one the transformer stores; pass f32, f16 or bf16",
+                        sdt_dtype_name(in->act_dtype));
     return true;
 }
 
@@ -473,12 +477,13 @@ static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_input
 static dit_fwd_tmp fwd_tmp_alloc(sdt_arena *arena, const mmdit_acts *a, int64_t H, int64_t F)
 {
     const int64_t B = a->batch, N = a->tokens, T = a->ctx_tokens;
+    const sdt_dtype dt = a->act_dtype;
     dit_fwd_tmp t;
-    t.n_img = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
-    t.n_ctx = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
-    t.a_img = mu_alloc(arena, SDT_F32, 3, B, N, F, 0);
-    t.a_ctx = mu_alloc(arena, SDT_F32, 3, B, T, F, 0);
-    t.tmp = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
+    t.n_img = mu_alloc(arena, dt, 3, B, N, H, 0);
+    t.n_ctx = mu_alloc(arena, dt, 3, B, T, H, 0);
+    t.a_img = mu_alloc(arena, dt, 3, B, N, F, 0);
+    t.a_ctx = mu_alloc(arena, dt, 3, B, T, F, 0);
+    t.tmp = mu_alloc(arena, dt, 2, a->ones.shape[0], H, 0, 0); /* a gate broadcast: ones times gate, exact in dt */
     sdt_tensor o2 = mu_rows(&a->ones, 0, H);
     int64_t hs[1] = {H};
     t.ones_h = mu_reshape(&o2, 1, hs);
@@ -499,43 +504,48 @@ bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, cons
     a->ctx_tokens = (int)in->context->shape[1];
     a->context = *in->context;
     a->pooled = *in->pooled;
+    /* The activation dtype (the run's, as the UNet's and T5's) for everything per token and for the modulation
+     * (silu(temb) on, as the UNet's time embedding: the adaLN linears then run in the weights' dtype); f32 for
+     * the conditioning MLPs' small [B, H] vectors, the norms' statistics, the logsumexp and the prediction. */
+    const sdt_dtype dt = in->act_dtype;
+    a->act_dtype = dt;
     const int64_t N = a->tokens, T = a->ctx_tokens, S = N + T;
     int64_t M = N > T ? N : T;
     if (H > M) M = H;
-    a->ones = mu_alloc(arena, SDT_F32, 2, M, 1, 0, 0);
+    a->ones = mu_alloc(arena, dt, 2, M, 1, 0, 0);
     a->pooled_h = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     a->pooled_a = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     a->temb = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
-    a->silu_temb = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
-    a->ctx0 = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
-    a->img0 = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
+    a->silu_temb = mu_alloc(arena, dt, 2, B, H, 0, 0);
+    a->ctx0 = mu_alloc(arena, dt, 3, B, T, H, 0);
+    a->img0 = mu_alloc(arena, dt, 3, B, N, H, 0);
     const dit_dims dd = block_dims(c);
     a->checkpointing = in->checkpointing;
     for (int l = 0; l < c->layers; l++) {
         if (a->checkpointing) { /* the block's outputs: the next block's inputs (the last text stream has none) */
-            a->img[l].x_out = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
-            if (l < c->layers - 1) a->ctx[l].x_out = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
+            a->img[l].x_out = mu_alloc(arena, dt, 3, B, N, H, 0);
+            if (l < c->layers - 1) a->ctx[l].x_out = mu_alloc(arena, dt, 3, B, T, H, 0);
             continue;
         }
-        dit_stream_alloc(&a->img[l], &dd, arena, B, N, false, l < c->dual_layers);
-        dit_stream_alloc(&a->ctx[l], &dd, arena, B, T, l == c->layers - 1, false);
-        for (int j = JQ; j <= JO; j++) a->joint[l][j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+        dit_stream_alloc(&a->img[l], &dd, arena, B, N, false, l < c->dual_layers, dt);
+        dit_stream_alloc(&a->ctx[l], &dd, arena, B, T, l == c->layers - 1, false, dt);
+        for (int j = JQ; j <= JO; j++) a->joint[l][j] = mu_alloc(arena, dt, 3, B, S, H, 0);
         a->joint[l][JLSE] = mu_alloc(arena, SDT_F32, 3, B, c->heads, S, 0);
     }
     if (a->checkpointing) { /* one block's activations, the largest block's shapes */
-        dit_stream_alloc(&a->work_img, &dd, arena, B, N, false, c->dual_layers > 0);
-        dit_stream_alloc(&a->work_ctx, &dd, arena, B, T, false, false);
-        for (int j = JQ; j <= JO; j++) a->work_joint[j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+        dit_stream_alloc(&a->work_img, &dd, arena, B, N, false, c->dual_layers > 0, dt);
+        dit_stream_alloc(&a->work_ctx, &dd, arena, B, T, false, false, dt);
+        for (int j = JQ; j <= JO; j++) a->work_joint[j] = mu_alloc(arena, dt, 3, B, S, H, 0);
         a->work_joint[JLSE] = mu_alloc(arena, SDT_F32, 3, B, c->heads, S, 0);
     }
-    a->out_mod = mu_alloc(arena, SDT_F32, 2, B, 2 * H, 0, 0);
-    a->out_gamma = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    a->out_mod = mu_alloc(arena, dt, 2, B, 2 * H, 0, 0);
+    a->out_gamma = mu_alloc(arena, dt, 2, B, H, 0, 0);
     a->out_mean = mu_alloc(arena, SDT_F32, 1, B * N, 0, 0, 0);
     a->out_rstd = mu_alloc(arena, SDT_F32, 1, B * N, 0, 0, 0);
     a->out = mu_alloc(arena, SDT_F32, 4, B, c->in_channels, in->latent->shape[2], in->latent->shape[3]);
     size_t mark = sdt_arena_mark(arena);
     dit_fwd_tmp t = fwd_tmp_alloc(arena, a, H, F);
-    sdt_tensor conv = mu_alloc(arena, SDT_F32, 4, B, H, a->grid_h, a->grid_w);
+    sdt_tensor conv = mu_alloc(arena, dt, 4, B, H, a->grid_h, a->grid_w);
     sdt_tensor tproj = mu_alloc(arena, SDT_F32, 2, B, MMDIT_TIME_DIM, 0, 0);
     sdt_tensor th = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0), tt = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0),
                tp = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
@@ -647,23 +657,25 @@ bool mmdit_backward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, con
     size_t mark = sdt_arena_mark(arena);
     dit_bwd_scratch s;
     const int64_t n[2] = {N, T};
+    /* the residual streams' gradients sum every branch and the modulation's every token: f32, as T5's; the
+     * branches' gradients in the activation dtype */
+    const sdt_dtype dt = a->act_dtype;
     for (int st = 0; st < 2; st++) {
         s.dX[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.dy[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.da[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], F, 0);
-        s.dh[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], F, 0);
-        s.dn[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.dq[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.dk[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.dv[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
+        s.dy[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s.da[st] = mu_alloc(arena, dt, 3, B, n[st], F, 0);
+        s.dh[st] = mu_alloc(arena, dt, 3, B, n[st], F, 0);
+        s.dn[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s.dq[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s.dk[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s.dv[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
     }
-    for (int j = 0; j < 4; j++) s.dJ[j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+    for (int j = 0; j < 4; j++) s.dJ[j] = mu_alloc(arena, dt, 3, B, S, H, 0);
     s.dmod_flat = mu_alloc(arena, SDT_F32, 1, B * 9 * H, 0, 0, 0);
-    for (int j = 0; j < 5; j++)
-        s.d2[j] = c->dual_layers > 0 ? mu_alloc(arena, SDT_F32, 3, B, N, H, 0) : (sdt_tensor){0};
+    for (int j = 0; j < 5; j++) s.d2[j] = c->dual_layers > 0 ? mu_alloc(arena, dt, 3, B, N, H, 0) : (sdt_tensor){0};
     s.dgam = mu_alloc(arena, SDT_F32, 2, 1, H, 0, 0);
-    s.tmp = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
-    s.tmp2 = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
+    s.tmp = mu_alloc(arena, dt, 2, a->ones.shape[0], H, 0, 0);
+    s.tmp2 = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0); /* d(broadcast gate), summed over tokens */
     s.dst = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     s.dtemb = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     s.dpa = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);

@@ -32,11 +32,15 @@
  * fused qkv, final adaLN stored shift-then-scale) reaches it in these names under "model.diffusion_model."
  * (models/weights/transformer_keys.h maps it when the file is opened).
  *
- * Activations are f32. Without checkpointing every block's are kept: at 1024 x 1024 (a 128 x 128 latent)
- * with 77 + 256 text tokens, batch 1, forward and backward peak at 9.7 GiB for SD3 Medium, 12.2 GiB for SD3.5
- * Medium and 23.8 GiB for SD3.5 Large (the measuring arena: sdt-mmdit-io measure). With gradient checkpointing
- * (mmdit_inputs.checkpointing) the forward keeps each block's two stream outputs (the next block's inputs) and
- * one block's work set (forward and backward then peak at 1.7, 2.0 and 3.2 GiB for the three at the size above);
+ * Activations are in mmdit_inputs.act_dtype (the run's: f32, f16 or bf16): every per-token tensor and the
+ * modulation; the norms' statistics, the attention's logsumexp, the conditioning MLPs' [B, H] vectors and the
+ * prediction are f32, and so are backward's residual and modulation gradients (sums over branches and tokens).
+ * Without checkpointing every block's are kept: at 1024 x 1024 (a 128 x 128 latent) with 77 + 256 text tokens,
+ * batch 1, forward and backward peak at 4.9 GiB for SD3 Medium, 6.2 GiB for SD3.5 Medium and 12.0 GiB for SD3.5
+ * Large in bf16 (9.7, 12.2 and 23.8 GiB in f32; the measuring arena: sdt-mmdit-io measure [--bf16]). With
+ * gradient checkpointing (mmdit_inputs.checkpointing) the forward keeps each block's two stream outputs (the next
+ * block's inputs) and one block's work set (forward and backward then peak at 0.9, 1.0 and 1.6 GiB in bf16, 1.7,
+ * 2.0 and 3.2 GiB in f32, for the three at the size above);
  * backward runs each block's forward again into the work set, then its backward. Nothing else is kept per block:
  * the modulation is one linear of silu(temb), which stays with the acts, and everything else of a block is
  * recomputed from its inputs by the same ops, so the gradients are bit-identical.
@@ -107,12 +111,14 @@ typedef struct mmdit_inputs {
     const sdt_tensor *context; /* [B, T, context_dim] (encoder_hidden_states) */
     const sdt_tensor *pooled;  /* [B, pooled_dim] (pooled_projections) */
     bool checkpointing;        /* keep only the blocks' outputs; backward recomputes each block */
+    sdt_dtype act_dtype;       /* the activations' dtype: SDT_F32 (0, the default), SDT_F16 or SDT_BF16 (the run's) */
 } mmdit_inputs;
 
 typedef dit_stream_acts mmdit_stream_acts;
 
 typedef struct mmdit_acts {
     int batch, tokens, ctx_tokens, grid_h, grid_w;
+    sdt_dtype act_dtype;           /* the inputs' act_dtype */
     sdt_tensor pooled_h, pooled_a; /* text_embedder's hidden before / after SiLU */
     sdt_tensor temb, silu_temb;    /* [B, H] */
     sdt_tensor ctx0, img0;         /* the streams entering block 0 */
@@ -123,7 +129,7 @@ typedef struct mmdit_acts {
     mmdit_stream_acts work_img, work_ctx;  /* checkpointing: one block's activations, every block's in turn */
     sdt_tensor work_joint[5];
     sdt_tensor out_mod, out_gamma, out_mean, out_rstd;
-    sdt_tensor ones; /* f32 [max(N, T), 1]: broadcasts a per-batch vector over tokens */
+    sdt_tensor ones; /* [max(N, T, H), 1] in act_dtype: broadcasts a per-batch vector over tokens */
     sdt_tensor out;  /* f32 [B, C, h, w]: the prediction */
 } mmdit_acts;
 
