@@ -55,7 +55,7 @@ def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True, help="the build folder (its tests/parity/sdt-*-io)")
     ap.add_argument("--sizes", default="tiny", help="tiny, full or both, comma-separated")
-    ap.add_argument("--families", default="mmdit,flux,t5")
+    ap.add_argument("--families", default="mmdit,flux,t5,vae")
     ap.add_argument("--lib-path", action="append", default=[], help="a folder to import the libraries from")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
@@ -64,8 +64,8 @@ def parse_args():
         if s not in ("tiny", "full"):
             ap.error(f"--sizes: {s} is not tiny or full")
     for f in a.families:
-        if f not in ("mmdit", "flux", "t5"):
-            ap.error(f"--families: {f} is not mmdit, flux or t5")
+        if f not in ("mmdit", "flux", "t5", "vae"):
+            ap.error(f"--families: {f} is not mmdit, flux, t5 or vae")
     return a
 
 
@@ -120,13 +120,21 @@ def strict_load(model, path, label):
     them. Returns True, or prints FAIL lines naming the missing / unexpected keys."""
     W = st_read(path)
     own = model.state_dict(keep_vars=True)
+    # the library's own tie declarations (transformers >= 4.31: a list of keys tied to the input embeddings, or
+    # {key: source}), besides tensors that are one object (4.28)
+    declared = getattr(model, "_tied_weights_keys", None) or ()
+    if not isinstance(declared, dict):
+        emb = getattr(model, "get_input_embeddings", lambda: None)()
+        source = next((j for j in own if emb is not None and own[j] is emb.weight), None)
+        declared = {k: source for k in declared}
     tied = {}
     for k in own:
         if k not in W:
             twin = next((j for j in W if j in own and own[j] is own[k]), None)
+            twin = twin or (declared.get(k) if declared.get(k) in W else None)
             if twin is not None:
                 tied[k] = twin
-    sd = {k: v.to(torch.float64) for k, v in W.items()}
+    sd = dict(W)  # float32: load_state_dict's copy_ widens into the float64 parameters (no float64 copy of the file)
     for k, twin in tied.items():
         sd[k] = sd[twin]
     try:
@@ -138,6 +146,7 @@ def strict_load(model, path, label):
               f"{len(missing)} missing {missing[:8]}, {len(unexpected)} unexpected {unexpected[:8]}"
               + ("" if missing or unexpected else f" ({str(e).splitlines()[0]})"))
         return False
+    del sd
     log(f"{label}: strict load of {len(W)} tensors ok"
         + (f" (tied: {', '.join(f'{k} = {v}' for k, v in tied.items())})" if tied else ""))
     model.requires_grad_(False).eval()
@@ -310,6 +319,7 @@ def check_t5(files, cli, size):
             vocab_size=vocab, d_model=D, d_kv=inner // heads, d_ff=d_ff, num_layers=layers, num_heads=heads,
             relative_attention_num_buckets=32, relative_attention_max_distance=128, dropout_rate=0.0,
             layer_norm_epsilon=1e-6, feed_forward_proj="gated-gelu", is_encoder_decoder=False, use_cache=False))
+        model.to(torch.float64)  # a transformers that takes the dtype from the config rather than torch's default
     if not strict_load(model, ckpt, f"T5EncoderModel {label}"):
         return 1
     failures = 0
@@ -350,12 +360,75 @@ def check_t5(files, cli, size):
     return failures
 
 
+# ------------------------------------------------------------------------------------------ 16-channel VAE
+def check_vae(files, build, size):
+    """sdt-make-checkpoint's tiny-vae16 (LDM names, as SD3's and Flux's single files carry it) through diffusers'
+    own single-file key mapping (convert_ldm_vae_checkpoint, what from_single_file uses) into AutoencoderKL
+    (16 latent channels, no quant convs): encode (the posterior's mean and logvar) and decode (the C decoder takes
+    latents / scaling + shift first, so diffusers' decode gets that). Forward only: the VAE is frozen in training.
+    Tiny only (there is no full-width 16-channel VAE file alone)."""
+    if size != "tiny":
+        return 0
+    from diffusers import AutoencoderKL
+    from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
+    io = os.path.join(build, "tests", "parity", "sdt-model-io")
+    ckpt = files.path("vae16.safetensors")
+    subprocess.run([os.path.join(build, "models", "tools", "sdt-make-checkpoint"), "--config", "tiny-vae16", "--out",
+                    ckpt, "--seed", str(args.seed), "--dtype", "f32", "--perturb-all"], check=True,
+                   stdout=subprocess.DEVNULL)
+    cfg = dict(line.partition(" ")[::2] for line in subprocess.run(
+        [io, "config", "--ckpt", ckpt], check=True, capture_output=True, text=True).stdout.splitlines())
+    levels, z = int(cfg["vae_levels"]), int(cfg["vae_z"])
+    scaling, shift = float(cfg["vae_scaling"]), float(cfg["vae_shift"])
+    config = dict(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * levels,
+                  up_block_types=("UpDecoderBlock2D",) * levels,
+                  block_out_channels=tuple(int(cfg["vae_ch"]) * int(m) for m in cfg["vae_ch_mult"].split()),
+                  layers_per_block=int(cfg["vae_res_blocks"]), latent_channels=z, norm_num_groups=int(cfg["vae_groups"]),
+                  scaling_factor=scaling, shift_factor=shift, use_quant_conv=cfg["vae_quant_conv"] == "1",
+                  use_post_quant_conv=cfg["vae_quant_conv"] == "1")
+    W = st_read(ckpt)
+    converted = convert_ldm_vae_checkpoint(W, config)
+    label = "AutoencoderKL tiny-vae16"
+    if len(converted) != len(W):
+        print(f"FAIL {label}: diffusers' convert_ldm_vae_checkpoint kept {len(converted)} of the file's {len(W)} "
+              f"tensors")
+        return 1
+    with float64_default():
+        vae = AutoencoderKL(**config)
+    own = set(vae.state_dict())
+    try:
+        vae.load_state_dict(converted, strict=True)
+    except RuntimeError:
+        print(f"FAIL {label}: load_state_dict(strict=True): missing {sorted(own - set(converted))[:8]}, "
+              f"unexpected {sorted(set(converted) - own)[:8]}")
+        return 1
+    vae.requires_grad_(False).eval()
+    log(f"{label}: {len(W)} tensors, diffusers' key mapping, strict load ok")
+    f, B, H, Wd = 2 ** (levels - 1), 2, 32, 32 + 2 ** (levels - 1)  # non-square on purpose
+    image = f32(torch.rand(B, 3, H, Wd, dtype=torch.float64) * 2 - 1)
+    subprocess.run([io, "vae-encode", "--ckpt", ckpt, "--image", files.write("img", image), "--batch", str(B),
+                    "--height", str(H), "--width", str(Wd), "--mean", files.path("mean"),
+                    "--logvar", files.path("logvar")], check=True)
+    shape = (B, z, H // f, Wd // f)
+    post = vae.encode(image).latent_dist
+    em = rel_err(files.read64("mean", shape), post.mean)
+    el = rel_err(files.read64("logvar", shape), post.logvar)
+    latents = f32(torch.randn(B, z, H // f, Wd // f + 1, dtype=torch.float64))
+    subprocess.run([io, "vae-decode", "--ckpt", ckpt, "--latents", files.write("lat", latents), "--batch", str(B),
+                    "--height", str(H // f), "--width", str(Wd // f + 1), "--out", files.path("dec")], check=True)
+    ed = rel_err(files.read64("dec", (B, 3, H, Wd + f)), vae.decode(latents / scaling + shift).sample)
+    ok = em <= FWD_TOL and el <= FWD_TOL and ed <= FWD_TOL
+    print(f"{label}, B {B} image {H}x{Wd}: encoder mean rel err {em:.3g}, logvar {el:.3g}, decoder {ed:.3g} "
+          f"{'ok' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
 def main():
     torch.manual_seed(args.seed)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    need = {"mmdit": "diffusers", "flux": "diffusers", "t5": "transformers"}
-    checks = {"mmdit": (check_mmdit, "sdt-mmdit-io"), "flux": (check_flux, "sdt-flux-io"),
-              "t5": (check_t5, "sdt-t5-io")}
+    need = {"mmdit": "diffusers", "flux": "diffusers", "t5": "transformers", "vae": "diffusers"}
+    checks = {"mmdit": check_mmdit, "flux": check_flux, "t5": check_t5, "vae": check_vae}
+    exes = {"mmdit": "sdt-mmdit-io", "flux": "sdt-flux-io", "t5": "sdt-t5-io"}
     failures, ran = 0, 0
     for lib in sorted({need[f] for f in args.families}):
         why = importable(lib)
@@ -371,8 +444,8 @@ def main():
             for fam in args.families:
                 if importable(need[fam]):
                     continue
-                check, exe = checks[fam]
-                failures += check(files, os.path.join(args.build, "tests", "parity", exe), size)
+                where = os.path.join(args.build, "tests", "parity", exes[fam]) if fam in exes else args.build
+                failures += checks[fam](files, where, size)
                 ran += 1
     if not ran:
         print("library_parity: skipped (no family's library imports)")
