@@ -14,9 +14,14 @@ those re-implementations (or of the names the files carry) shows here. Per model
      context and the pooled projection (transformers) or to inputs_embeds (T5: the C side gets every position as
      a textual-inversion override row and returns d(rows)); T5 also forward from token ids (the library's own
      embedding lookup), with and without an attention mask.
-The C side runs through the CLI's `run` (CPU backend, f32); the libraries in float64 on the CPU (their float64
-path still rounds a few things to float32: diffusers' RMSNorm variance and RoPE, transformers' T5LayerNorm
-variance, ~1e-7 relative). Thresholds: relative error (max |a - b| / max |b|) <= 1e-4 forward, <= 1e-3 gradients.
+The C side runs through the CLI's `run` (CPU backend, f32); the libraries in float64 on the CPU. Their float64
+path still rounds a few things to float32: diffusers' RMSNorm variance and RoPE, transformers' T5LayerNorm variance
+(~1e-7 relative), and diffusers' timestep sinusoid (get_timestep_embedding: a float32 arange and timesteps, so
+Flux dev's 1000 * guidance of 3500 is off by ~2e-4 in its argument): Flux dev measures ~2e-5 where the rest
+measure ~1e-6 (with that sinusoid in float64, 4e-7). Thresholds: relative error (max |a - b| / max |b|) <= 1e-4
+forward, <= 1e-3 gradients. Can fail: Flux built with RoPE axes (6, 4, 6) instead of the file's (4, 6, 6) ->
+forward 0.26, d(context) 0.72; an SD3 model without the file's MMDiT-X blocks -> strict load FAIL, 20 unexpected
+keys (transformer_blocks.0.attn2.*).
 
 Sizes: tiny (the generators' test configs; MMDiT with and without QK norm and MMDiT-X blocks, Flux dev and schnell;
 seconds) and full (full width, depth reduced: SD3.5 Medium 1536 wide, 24 heads of 64, 2 blocks, the first an
@@ -105,13 +110,22 @@ def importable(module):
 
 @contextlib.contextmanager
 def float64_default():
-    """Parameters made in float64 from the start (a full-width model never exists in float32 as well)."""
+    """Parameters made in float64 from the start (a full-width model never exists in float32 as well), and
+    torch.nn.init's initializers skipped while the model is built: strict loading overwrites every parameter, and
+    drawing ~0.5 billion random values per full-width model is most of its construction time."""
     old = torch.get_default_dtype()
+    names = ("uniform_", "normal_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_", "xavier_uniform_",
+             "xavier_normal_", "constant_", "zeros_", "ones_")
+    saved = {n: getattr(torch.nn.init, n) for n in names if hasattr(torch.nn.init, n)}
     torch.set_default_dtype(torch.float64)
+    for n in saved:
+        setattr(torch.nn.init, n, lambda tensor, *a, **k: tensor)
     try:
         yield
     finally:
         torch.set_default_dtype(old)
+        for n, f in saved.items():
+            setattr(torch.nn.init, n, f)
 
 
 def strict_load(model, path, label):
