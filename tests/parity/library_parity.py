@@ -217,7 +217,7 @@ def check_mmdit(files, cli, size):
         if not strict_load(model, ckpt, f"SD3Transformer2DModel {label}"):
             failures += 1
             continue
-        torch.manual_seed(args.seed)  # the inputs: whatever building the model drew
+        torch.manual_seed(args.seed)  # the inputs, whatever building the model drew
 
         def forward(latent, ts, ctx, pooled):
             return model(hidden_states=latent, encoder_hidden_states=ctx, pooled_projections=pooled, timestep=ts,
@@ -289,7 +289,7 @@ def check_flux(files, cli, size):
         if not strict_load(model, ckpt, f"FluxTransformer2DModel {label}"):
             failures += 1
             continue
-        torch.manual_seed(args.seed)  # the inputs: whatever building the model drew
+        torch.manual_seed(args.seed)  # the inputs, whatever building the model drew
         for B, h, w, T in shapes:
             latent = torch.randn(B, C4 // 4, h, w, dtype=torch.float64)
             ts = torch.tensor([(b + 1) / (B + 1) for b in range(B)], dtype=torch.float64)
@@ -330,7 +330,11 @@ def check_t5(files, cli, size):
         hdr["encoder.block.0.layer.1.DenseReluDense.wi_0.weight"][0]
     layers = sum(1 for k in hdr if k.endswith(".layer.0.layer_norm.weight"))
     del hdr
-    with float64_default():
+    try:  # transformers' own switch for its _init_weights (tensor methods, not torch.nn.init)
+        from transformers.modeling_utils import no_init_weights
+    except ImportError:
+        no_init_weights = contextlib.nullcontext
+    with float64_default(), no_init_weights():
         model = T5EncoderModel(T5Config(
             vocab_size=vocab, d_model=D, d_kv=inner // heads, d_ff=d_ff, num_layers=layers, num_heads=heads,
             relative_attention_num_buckets=32, relative_attention_max_distance=128, dropout_rate=0.0,
@@ -338,7 +342,7 @@ def check_t5(files, cli, size):
         model.to(torch.float64)  # a transformers that takes the dtype from the config rather than torch's default
     if not strict_load(model, ckpt, f"T5EncoderModel {label}"):
         return 1
-    torch.manual_seed(args.seed)  # the inputs: whatever building the model drew
+    torch.manual_seed(args.seed)  # the inputs, whatever building the model drew
     failures = 0
     for B, T, masked in shapes:
         t = time.time()
@@ -425,6 +429,7 @@ def check_vae(files, build, size):
               f"unexpected {sorted(set(converted) - own)[:8]}")
         return 1
     vae.requires_grad_(False).eval()
+    torch.manual_seed(args.seed)  # the inputs, whatever building the model drew
     log(f"{label}: {len(W)} tensors, diffusers' key mapping, strict load ok")
     f, B, H, Wd = 2 ** (levels - 1), 2, 32, 32 + 2 ** (levels - 1)  # non-square on purpose
     image = f32(torch.rand(B, 3, H, Wd, dtype=torch.float64) * 2 - 1)
