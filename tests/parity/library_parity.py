@@ -26,8 +26,8 @@ keys (transformer_blocks.0.attn2.*).
 Sizes: tiny (the generators' test configs; MMDiT with and without QK norm and MMDiT-X blocks, Flux dev and schnell;
 seconds) and full (full width, depth reduced: SD3.5 Medium 1536 wide, 24 heads of 64, 2 blocks, the first an
 MMDiT-X block, QK norm, P 384; Flux.1 dev 3072 wide, 24 heads of 128, 1 double + 1 single block; T5-XXL 4096
-wide, 64 heads, d_ff 10240, vocab 32128, 2 layers; three ~2 GB files in a temporary folder, 7 GB of memory at most; 4 min
-on this busy 2-core machine, tiny and full, most of it the generator writing the files).
+wide, 64 heads, d_ff 10240, vocab 32128, 2 layers; three ~2 GB files in a temporary folder, 7 GB of memory at
+most; 4 min on this busy 2-core machine, tiny and full, most of it the generator writing the files).
 
 A family whose library does not import is skipped with its reason; exit 77 (ctest's skip) when nothing ran
 (no torch, or neither library: CI's Debian torch 1.13 has no diffusers). --lib-path folders go first on
