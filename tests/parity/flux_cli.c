@@ -1,8 +1,9 @@
 /* flux_cli.c - drives the C Flux.1 transformer from files, for flux_parity.py. Raw little-endian float32 files,
  * row-major. CPU backend.
  *
- *   sdt-flux-io gen --out P [--seed N] [--schnell]
- *       a tiny Flux (flux_config_tiny), every parameter perturbed; --schnell: without the guidance embedder
+ *   sdt-flux-io gen --out P [--seed N] [--config tiny|dev] [--double N] [--single N] [--schnell]
+ *       a Flux (default flux_config_tiny), every parameter perturbed; --double / --single: fewer blocks at the
+ *       config's width (library_parity.py's full-width check); --schnell: without the guidance embedder
  *   sdt-flux-io run --ckpt P --batch B --height h --width w --ctx-tokens T --latent F --timesteps F
  *                   [--guidance F] --context F --pooled F --out F [--dout F --dcontext F --dpooled F]
  *       (timesteps and guidance [B] as sigma and scale; the latent unpacked [B, C, h, w])
@@ -30,8 +31,16 @@ int main(int argc, char **argv)
     }
     sdt_error err = {0};
     if (!strcmp(argv[1], "gen")) {
-        flux_config cfg = flux_config_tiny();
+        const char *name = cli_arg(argc, argv, "--config");
+        flux_config cfg = name && !strcmp(name, "dev") ? flux_config_dev() : flux_config_tiny();
+        if (name && strcmp(name, "dev") && strcmp(name, "tiny")) {
+            fprintf(stderr, "sdt-flux-io: --config %s is not tiny or dev\n", name);
+            return 2;
+        }
         cfg.guidance = !cli_flag(argc, argv, "--schnell");
+        const char *dbl = cli_arg(argc, argv, "--double"), *sgl = cli_arg(argc, argv, "--single");
+        if (dbl) cfg.double_layers = atoi(dbl);
+        if (sgl) cfg.single_layers = atoi(sgl);
         const char *seed = cli_arg(argc, argv, "--seed");
         return flux_generate(cli_arg(argc, argv, "--out"), &cfg, SDT_F32, seed ? strtoull(seed, NULL, 10) : 1, true,
                              &err)

@@ -1,8 +1,10 @@
 /* mmdit_cli.c - drives the C SD3 MMDiT from files, for mmdit_parity.py. Raw little-endian float32 files,
  * row-major. CPU backend.
  *
- *   sdt-mmdit-io gen --out P [--seed N] [--no-qk-norm] [--dual N]
- *       a tiny MMDiT (mmdit_config_tiny), every parameter perturbed; --no-qk-norm: SD3.0-like, 2 heads of 64;
+ *   sdt-mmdit-io gen --out P [--seed N] [--config tiny|sd3|sd35-medium|sd35-large] [--layers N] [--no-qk-norm]
+ *                    [--dual N]
+ *       an MMDiT (default mmdit_config_tiny), every parameter perturbed; --layers: fewer blocks at the config's
+ *       width (library_parity.py's full-width check); --no-qk-norm: SD3.0-like, 2 heads of 64 for the tiny one;
  *       --dual N: MMDiT-X (attn2) in blocks 0..N-1
  *   sdt-mmdit-io run --ckpt P --batch B --height h --width w --ctx-tokens T --latent F --timesteps F --context F
  *                    --pooled F --out F [--dout F --dcontext F --dpooled F]
@@ -30,14 +32,25 @@ int main(int argc, char **argv)
     }
     sdt_error err = {0};
     if (!strcmp(argv[1], "gen")) {
-        mmdit_config cfg = mmdit_config_tiny();
+        const char *name = cli_arg(argc, argv, "--config");
+        if (name && strcmp(name, "tiny") && strcmp(name, "sd3") && strcmp(name, "sd35-medium") &&
+            strcmp(name, "sd35-large")) {
+            fprintf(stderr, "sdt-mmdit-io: --config %s is not tiny, sd3, sd35-medium or sd35-large\n", name);
+            return 2;
+        }
+        mmdit_config cfg = !name || !strcmp(name, "tiny") ? mmdit_config_tiny()
+                           : !strcmp(name, "sd3")         ? mmdit_config_sd3_medium()
+                           : !strcmp(name, "sd35-medium") ? mmdit_config_sd35_medium()
+                                                          : mmdit_config_sd35_large();
         if (cli_flag(argc, argv, "--no-qk-norm")) {
             /* without norm_q the file does not store the head width: SD3's 64, as detection reads it */
             cfg.qk_norm = false;
             cfg.head_dim = 64;
         }
-        const char *dual = cli_arg(argc, argv, "--dual");
+        const char *layers = cli_arg(argc, argv, "--layers"), *dual = cli_arg(argc, argv, "--dual");
+        if (layers) cfg.layers = atoi(layers);
         if (dual) cfg.dual_layers = atoi(dual);
+        if (cfg.dual_layers > cfg.layers) cfg.dual_layers = cfg.layers;
         const char *seed = cli_arg(argc, argv, "--seed");
         return mmdit_generate(cli_arg(argc, argv, "--out"), &cfg, SDT_F32, seed ? strtoull(seed, NULL, 10) : 1, true,
                               &err)

@@ -4,9 +4,11 @@
 #   tests/parity/run_gpu_host.sh BUILD_DIR LOG_DIR [TOKENIZER_DIR] [DIFFUSERS_SRC] [CHECKS]
 # CHECKS: an extended regular expression of the check names to run (default: all), e.g.
 # 'hn_step_parity|hn_step_sdxl|diffusers_opens_sdxl' for what fits one call: cuda_ops scaler_vs_torch
-# tokenizer_vs_hf unet_parity hn_step_parity hn_step_sdxl clip_vae_parity diffusers_opens diffusers_opens_sdxl.
+# tokenizer_vs_hf unet_parity hn_step_parity hn_step_sdxl clip_vae_parity diffusers_opens diffusers_opens_sdxl
+# library_parity.
 # DIFFUSERS_SRC: a diffusers src/ folder, for a host where diffusers is not installed (the check that
-# diffusers opens the folders sdtrain writes runs when diffusers is importable either way).
+# diffusers opens the folders sdtrain writes runs when diffusers is importable either way; library_parity imports
+# it from there too).
 # Each check's full output goes to LOG_DIR/<name>.log; one line per check to stdout: ok, FAIL or skip, the
 # exit status, the seconds, and the log's last line (for a FAIL also the log's own FAIL lines, indented).
 # The models made for the checks (SD 1.5 and SDXL folders and single files, ~20 GB) live in a temporary
@@ -59,6 +61,11 @@ run hn_step_parity python3 "$here/../hn/hn_step_parity.py" --cli "$build/tests/h
 # C side runs on the CPU, so a small latent; the reference in float64 on the GPU (~21 GB)
 run hn_step_sdxl python3 "$here/../hn/hn_step_parity.py" --cli "$build/tests/hn/hn_step_cli" --sizes sdxl --sd-latent 32
 run clip_vae_parity python3 "$here/clip_vae_parity.py" --build "$build" --sizes tiny,sd15,sd2 --record "$logs/clip_vae_notes.md"
+# The C MMDiT, Flux and T5 against diffusers' and transformers' own classes strict-loading the generators' files:
+# tiny, then full width at reduced depth (SD3.5 Medium 2 blocks, Flux.1 dev 1 + 1, T5-XXL 2 layers; ~3 GB of
+# files in the script's temporary folder, both sides on the CPU)
+run library_parity python3 "$here/library_parity.py" --build "$build" --sizes tiny,full \
+    ${diffusers_src:+--lib-path "$diffusers_src"}
 if ! wanted diffusers_opens && ! wanted diffusers_opens_sdxl; then
   : # not asked for
 elif PYTHONPATH="${diffusers_src}${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import diffusers" 2> /dev/null; then

@@ -25,17 +25,38 @@ def st_write(path, tensors):
             f.write(b)
 
 
-def st_read(path):
+def st_read(path, mapped=False):
+    """{name: float32 tensor}; mapped: views of a copy-on-write map of the file (a multi-GB file read once, by
+    whoever copies the tensors, instead of into memory twice)."""
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
-        data = f.read()
+        data = None if mapped else f.read()
+    if mapped:
+        import numpy as np
+        mm = np.memmap(path, dtype=np.uint8, mode="c")
+        return {name: torch.from_numpy(mm[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
+                                       .view(np.float32).reshape(e["shape"]))
+                for name, e in header.items() if name != "__metadata__" and _f32(path, name, e)}
     out = {}
     for name, e in header.items():
         if name == "__metadata__":
             continue
-        if e["dtype"] != "F32":
-            raise SystemExit(f"{path}: {name} is {e['dtype']}, expected F32")
+        _f32(path, name, e)
         b, end = e["data_offsets"]
         out[name] = torch.frombuffer(bytearray(data[b:end]), dtype=torch.float32).reshape(e["shape"])
     return out
+
+
+def _f32(path, name, entry):
+    if entry["dtype"] != "F32":
+        raise SystemExit(f"{path}: {name} is {entry['dtype']}, expected F32")
+    return True
+
+
+def st_shapes(path):
+    """{name: shape} from the header alone (a multi-GB file's config without reading its data)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+    return {name: tuple(e["shape"]) for name, e in header.items() if name != "__metadata__"}

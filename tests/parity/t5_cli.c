@@ -1,7 +1,8 @@
 /* t5_cli.c - drives the C T5 encoder from files, for t5_parity.py. Raw little-endian files: int32 for
  * tokens, lengths and overrides (batch, position, row triples), float32 for the rest, row-major. CPU backend.
  *
- *   sdt-t5-io gen --out P [--seed N] [--dtype f32|bf16]   a tiny T5 (t5_config_tiny), every parameter perturbed
+ *   sdt-t5-io gen --out P [--seed N] [--dtype f32|bf16] [--config tiny|xxl] [--layers N]
+ *       a T5 (default t5_config_tiny), every parameter perturbed; --layers: fewer layers at the config's width
  *   sdt-t5-io run --ckpt P --tokens F --batch B --seq T [--lengths F] [--max-distance M (default 128; 20 puts
  *                 short sequences into the capped buckets)]
  *                 [--rows F --nrows R --overrides F --noverrides N --dout F --drows F] --out F
@@ -28,7 +29,13 @@ int main(int argc, char **argv)
     sdt_error err = {0};
     const char *md = cli_arg(argc, argv, "--max-distance");
     if (!strcmp(argv[1], "gen")) {
-        t5_config cfg = t5_config_tiny();
+        const char *name = cli_arg(argc, argv, "--config"), *layers = cli_arg(argc, argv, "--layers");
+        if (name && strcmp(name, "xxl") && strcmp(name, "tiny")) {
+            fprintf(stderr, "sdt-t5-io: --config %s is not tiny or xxl\n", name);
+            return 2;
+        }
+        t5_config cfg = name && !strcmp(name, "xxl") ? t5_config_xxl() : t5_config_tiny();
+        if (layers) cfg.layers = atoi(layers);
         const char *seed = cli_arg(argc, argv, "--seed"), *dt = cli_arg(argc, argv, "--dtype");
         sdt_dtype dtype = dt && !strcmp(dt, "bf16") ? SDT_BF16 : SDT_F32;
         return t5_generate(cli_arg(argc, argv, "--out"), &cfg, dtype, seed ? strtoull(seed, NULL, 10) : 1, true, &err)
