@@ -298,6 +298,23 @@ bool dit_upload_f32(sdt_backend *be, sdt_tensor *t, const float *host, sdt_error
     return true;
 }
 
+void dit_bwd_scratch_streams(dit_bwd_scratch *s, sdt_arena *arena, sdt_dtype dt, int64_t B, int64_t N, int64_t T,
+                             int64_t H, int64_t F)
+{
+    const int64_t n[2] = {N, T};
+    for (int st = 0; st < 2; st++) {
+        s->dX[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
+        s->dy[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s->da[st] = mu_alloc(arena, dt, 3, B, n[st], F, 0);
+        s->dh[st] = mu_alloc(arena, dt, 3, B, n[st], F, 0);
+        s->dn[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s->dq[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s->dk[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+        s->dv[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
+    }
+    for (int j = 0; j < 4; j++) s->dJ[j] = mu_alloc(arena, dt, 3, B, N + T, H, 0);
+}
+
 sdt_tensor dit_dmod_view(const dit_bwd_scratch *s, int64_t B, int k, int64_t H)
 {
     sdt_tensor r = mu_rows(&s->dmod_flat, 0, B * k * H);

@@ -160,6 +160,11 @@ bool dit_stream_post(const dit_stream_weights *W, const dit_dims *c, sdt_backend
 /* Host f32 into t, rounded to t's dtype. */
 bool dit_upload_f32(sdt_backend *be, sdt_tensor *t, const float *host, sdt_error *error);
 
+/* The two streams' backward scratch (image N tokens, text T) and the joint dQ, dK, dV, dO over S = N + T: the
+ * residual-stream gradients in f32 (they sum every branch), the branches' in dt. From the arena, in this order. */
+void dit_bwd_scratch_streams(dit_bwd_scratch *s, sdt_arena *arena, sdt_dtype dt, int64_t B, int64_t N, int64_t T,
+                             int64_t H, int64_t F);
+
 /* The first B * k * H values of s->dmod_flat as a [B, kH] modulation gradient. */
 sdt_tensor dit_dmod_view(const dit_bwd_scratch *s, int64_t B, int k, int64_t H);
 

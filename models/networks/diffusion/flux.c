@@ -913,21 +913,10 @@ bool flux_backward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const
     size_t mark = sdt_arena_mark(arena);
     dit_bwd_scratch s;
     memset(&s, 0, sizeof s);
-    const int64_t n[2] = {N, T};
     /* f32 for the residual streams' gradients and the modulation's, the branches' in the activation dtype (as
      * mmdit_backward) */
     const sdt_dtype dt = a->act_dtype;
-    for (int st = 0; st < 2; st++) {
-        s.dX[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.dy[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
-        s.da[st] = mu_alloc(arena, dt, 3, B, n[st], F, 0);
-        s.dh[st] = mu_alloc(arena, dt, 3, B, n[st], F, 0);
-        s.dn[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
-        s.dq[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
-        s.dk[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
-        s.dv[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
-    }
-    for (int j = 0; j < 4; j++) s.dJ[j] = mu_alloc(arena, dt, 3, B, S, H, 0);
+    dit_bwd_scratch_streams(&s, arena, dt, B, N, T, H, F);
     s.dmod_flat = mu_alloc(arena, SDT_F32, 1, B * 6 * H, 0, 0, 0);
     s.dgam = mu_alloc(arena, SDT_F32, 2, 1, H, 0, 0);
     s.tmp = mu_alloc(arena, dt, 2, a->ones.shape[0], H, 0, 0);

@@ -639,7 +639,7 @@ bool mmdit_backward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, con
                     const sdt_tensor *dout, sdt_tensor *dcontext, sdt_tensor *dpooled, sdt_error *error)
 {
     const mmdit_config *c = &m->cfg;
-    const int64_t B = a->batch, N = a->tokens, T = a->ctx_tokens, S = N + T, H = (int64_t)c->heads * c->head_dim,
+    const int64_t B = a->batch, N = a->tokens, T = a->ctx_tokens, H = (int64_t)c->heads * c->head_dim,
                   F = H * c->mlp_ratio;
     if (!dout || dout->ndim != 4 || dout->dtype != SDT_F32 || sdt_tensor_numel(dout) != sdt_tensor_numel(&a->out) ||
         dout->shape[0] != B)
@@ -656,21 +656,10 @@ bool mmdit_backward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, con
     if (!dcontext && !dpooled) return true;
     size_t mark = sdt_arena_mark(arena);
     dit_bwd_scratch s;
-    const int64_t n[2] = {N, T};
     /* the residual streams' gradients sum every branch and the modulation's every token: f32, as T5's; the
      * branches' gradients in the activation dtype */
     const sdt_dtype dt = a->act_dtype;
-    for (int st = 0; st < 2; st++) {
-        s.dX[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
-        s.dy[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
-        s.da[st] = mu_alloc(arena, dt, 3, B, n[st], F, 0);
-        s.dh[st] = mu_alloc(arena, dt, 3, B, n[st], F, 0);
-        s.dn[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
-        s.dq[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
-        s.dk[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
-        s.dv[st] = mu_alloc(arena, dt, 3, B, n[st], H, 0);
-    }
-    for (int j = 0; j < 4; j++) s.dJ[j] = mu_alloc(arena, dt, 3, B, S, H, 0);
+    dit_bwd_scratch_streams(&s, arena, dt, B, N, T, H, F);
     s.dmod_flat = mu_alloc(arena, SDT_F32, 1, B * 9 * H, 0, 0, 0);
     for (int j = 0; j < 5; j++) s.d2[j] = c->dual_layers > 0 ? mu_alloc(arena, dt, 3, B, N, H, 0) : (sdt_tensor){0};
     s.dgam = mu_alloc(arena, SDT_F32, 2, 1, H, 0, 0);
