@@ -19,6 +19,9 @@ SERVE_URL=
 start_serve() {
     SERVE_OUT=$WORK/.serve.out
     SERVE_ERR=$WORK/.serve.err
+    # Emptied here, not by the background job's redirection: that runs after the fork, and the loop
+    # below could read the previous panel's address from the old file first.
+    : >"$SERVE_OUT"
     "$SDT_HOST" serve --models "$SDT_DEMO" --datasets "$SDT_DEMO" --embeddings "$WORK/embeddings" \
         --hypernetworks "$WORK/hypernetworks" --log-dir "$WORK/logs" --port 0 "$@" </dev/null >"$SERVE_OUT" 2>"$SERVE_ERR" &
     SERVE_PID=$!
