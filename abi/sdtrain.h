@@ -52,7 +52,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 10
+#define SDT_ABI_VERSION_MINOR 11
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -716,6 +716,11 @@ struct sdt_train_options {
     uint32_t t5_max_length;        /* [0 = the family's: SD3.5 256, Flux dev 512, schnell 256] T5 tokens a
                                     * prompt is padded or cut to, 1..512 */
     uint32_t reserved7;            /* [0] must be 0 */
+    /* ---- appended in 1.11 ---- (docs/abi.md 3.19) */
+    bool no_cuda_graph;   /* [false] true: every CUDA step runs uncaptured; default: the steady-state UNet
+                           * backward is captured once as a CUDA graph and replayed while shapes and options
+                           * stay the same (the same bytes, fewer launch gaps) */
+    uint8_t reserved8[7]; /* [0] must be 0 */
 };
 
 /* ---- Hypernetworks (1.2; the factory deprecated in 1.7) ------------------------------------ */

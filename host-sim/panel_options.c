@@ -205,6 +205,8 @@ static const panel_option options[] = {
      "Recompute UNet and SD3.5/Flux transformer blocks in backward: less memory, slower"},
     {"deterministic", OPT_FLAG_ON, SHARED(deterministic), NULL, NULL,
      "GPU: every step bitwise reproducible (slower attention backward); default: cuDNN's faster fused attention backward, whose last bits vary between runs (the CPU is always reproducible)"},
+    {"no-cuda-graph", OPT_FLAG_ON, SHARED(no_cuda_graph), NULL, NULL,
+     "GPU: run every step uncaptured; default: the steady-state UNet backward is captured once as a CUDA graph and replayed while shapes and options stay the same (same bytes, fewer launch gaps)"},
     {"v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL,
      "The model predicts v (SD 2.x 768-v models); default: detected"},
     {"epsilon", OPT_FLAG_CHOICE, SHARED(prediction_type), predictions, NULL,

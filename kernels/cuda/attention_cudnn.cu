@@ -247,6 +247,10 @@ static const struct sdpa_plan *plan_for(sdt_backend *be, int dir, int dtype, int
             return p->plan ? p : NULL;
         }
     }
+    if (cuda_capture_refuses(be, "building a cuDNN attention plan")) {
+        *rc = -1;
+        return NULL;
+    }
     if (c->n_sdpa_plans == c->cap_sdpa_plans) {
         int cap = c->cap_sdpa_plans ? 2 * c->cap_sdpa_plans : 32;
         struct sdpa_plan *np = (struct sdpa_plan *)realloc(c->sdpa_plans, (size_t)cap * sizeof(*np));

@@ -22,6 +22,7 @@ int cuda_fail(sdt_backend *be, sdt_error_code code, const char *fmt, ...)
 
 void *cuda_alloc(sdt_backend *be, size_t bytes)
 {
+    if (cuda_capture_refuses(be, "an allocation")) return NULL;
     void *p = NULL;
     cudaError_t e = cuda_device_malloc(ctx_of(be), &p, bytes);
     if (e != cudaSuccess) {
@@ -36,11 +37,13 @@ void *cuda_alloc(sdt_backend *be, size_t bytes)
 
 void cuda_free(sdt_backend *be, void *ptr)
 {
+    if (ptr) cuda_capture_refuses(be, "freeing device memory"); /* the graph would keep its address: spoil it */
     cuda_device_free(ctx_of(be), ptr);
 }
 
 int cuda_upload(sdt_backend *be, void *dst, const void *src, size_t bytes)
 {
+    if (cuda_capture_refuses(be, "an upload")) return -1;
     CUDA_TRY(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_of(be)->stream));
     CUDA_TRY(be, cudaStreamSynchronize(ctx_of(be)->stream));
     return 0;
@@ -48,6 +51,7 @@ int cuda_upload(sdt_backend *be, void *dst, const void *src, size_t bytes)
 
 int cuda_download(sdt_backend *be, void *dst, const void *src, size_t bytes)
 {
+    if (cuda_capture_refuses(be, "a read-back")) return -1;
     CUDA_TRY(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_of(be)->stream));
     CUDA_TRY(be, cudaStreamSynchronize(ctx_of(be)->stream));
     return 0;
@@ -61,6 +65,7 @@ int cuda_zero(sdt_backend *be, sdt_tensor *t)
 
 int cuda_synchronize(sdt_backend *be)
 {
+    if (cuda_capture_refuses(be, "a synchronisation")) return -1;
     CUDA_TRY(be, cudaStreamSynchronize(ctx_of(be)->stream));
     return 0;
 }
@@ -70,6 +75,7 @@ void cuda_destroy(sdt_backend *be)
     if (!be) return;
     cuda_ctx *c = ctx_of(be);
     if (c) {
+        cuda_step_graph_free(c); /* ends a capture left running, so the stream can be waited on */
         cudaStreamSynchronize(c->stream);
         for (int i = 0; i < SDT_CUDA_SCRATCH_SLOTS; i++) cuda_device_free(c, c->scratch[i]);
         cuda_device_free(c, c->reduce);
@@ -82,6 +88,7 @@ void cuda_destroy(sdt_backend *be)
         if (c->cudnn) cudnnDestroy(c->cudnn);
         if (c->cublaslt) cublasLtDestroy(c->cublaslt);
         if (c->cublas) cublasDestroy(c->cublas);
+        cuda_device_free(c, c->cublas_workspace); /* after the handle that used it */
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
     }
@@ -91,6 +98,7 @@ void cuda_destroy(sdt_backend *be)
 void cuda_release_scratch(sdt_backend *be)
 {
     cuda_ctx *c = ctx_of(be);
+    if (cuda_capture_refuses(be, "releasing scratch")) return;
     cudaStreamSynchronize(c->stream); /* queued ops may still read them */
     for (int i = 0; i < SDT_CUDA_SCRATCH_SLOTS; i++) {
         cuda_device_free(c, c->scratch[i]);
@@ -103,6 +111,8 @@ void *cuda_scratch(sdt_backend *be, int slot, size_t bytes)
 {
     cuda_ctx *c = ctx_of(be);
     if (c->scratch_size[slot] >= bytes) return c->scratch[slot];
+    /* a captured step keeps its scratch addresses: growing one would free what the graph reads */
+    if (cuda_capture_refuses(be, "growing a scratch buffer")) return NULL;
     cudaStreamSynchronize(c->stream);
     cuda_device_free(c, c->scratch[slot]);
     c->scratch[slot] = NULL;
@@ -294,6 +304,10 @@ static void fill_table(sdt_backend *be)
     be->free = cuda_free;
     be->destroy = cuda_destroy;
     be->release_scratch = cuda_release_scratch;
+    be->capture_begin = cuda_capture_begin;
+    be->capture_end = cuda_capture_end;
+    be->replay = cuda_replay;
+    be->drop_capture = cuda_drop_capture;
     sdt_backend_ops cuda_ops;
 #define SDT_CUDA_OP_ENTRY(name, params, args) cuda_ops.name = cuda_##name;
     SDT_BACKEND_OPS(SDT_CUDA_OP_ENTRY)
@@ -333,6 +347,18 @@ static bool check_device_code(int device, char *err, size_t err_size)
     return false;
 }
 
+/* cuBLAS's workspace owned by the backend, for its life: a captured step records the workspace's
+ * address, so it must not be one cuBLAS could allocate during a capture or move. The size is what
+ * cuBLAS itself recommends: 32 MiB on Hopper and later, 4 MiB before. */
+static bool cublas_own_workspace(cuda_ctx *c)
+{
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, c->device) != cudaSuccess) return false;
+    size_t bytes = (size_t)(prop.major >= 9 ? 32 : 4) << 20;
+    if (cuda_device_malloc(c, &c->cublas_workspace, bytes) != cudaSuccess) return false;
+    return cublasSetWorkspace(c->cublas, c->cublas_workspace, bytes) == CUBLAS_STATUS_SUCCESS;
+}
+
 extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char *err, size_t err_size)
 {
     int count = 0;
@@ -368,6 +394,8 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
     else if (cublasCreate(&c->cublas) != CUBLAS_STATUS_SUCCESS ||
              cublasSetStream(c->cublas, c->stream) != CUBLAS_STATUS_SUCCESS)
         what = "a cuBLAS handle";
+    else if (!cublas_own_workspace(c))
+        what = "cuBLAS's workspace";
     else if (cublasLtCreate(&c->cublaslt) != CUBLAS_STATUS_SUCCESS)
         what = "a cuBLASLt handle";
     else if (cudnnCreate(&c->cudnn) != CUDNN_STATUS_SUCCESS ||

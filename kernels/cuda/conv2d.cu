@@ -213,6 +213,7 @@ static int conv_run(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs,
     memcpy(key.xs, xs, sizeof key.xs);
     memcpy(key.ws, ws, sizeof key.ws);
     struct conv_plan *p = plan_lookup(c, &key);
+    if (!p && cuda_capture_refuses(be, "building a cuDNN convolution plan")) return -1;
     if (!p) {
         if (c->n_conv_plans == c->cap_conv_plans) {
             int cap = c->cap_conv_plans ? 2 * c->cap_conv_plans : 64;

@@ -83,6 +83,7 @@ cudaError_t cuda_device_malloc(cuda_ctx *c, void **p, size_t bytes)
 void cuda_device_free(cuda_ctx *c, void *p)
 {
     if (!p) return;
+    cuda_step_graph_forget(c); /* a kept graph never replays on a freed buffer */
     c->allocated_bytes -= table_take(&c->allocs, p);
     cudaFree(p);
 }

@@ -263,6 +263,8 @@ static const struct lt_plan *lt_plan_for(sdt_backend *be, const struct lt_plan *
             p->align == key->align)
             return p;
     }
+    /* choosing a plan times candidates and allocates: never inside a captured step */
+    if (cuda_capture_refuses(be, "choosing a cuBLASLt plan")) return NULL;
     if (c->n_lt_plans == c->cap_lt_plans) {
         int cap = c->cap_lt_plans ? 2 * c->cap_lt_plans : 64;
         struct lt_plan *np = (struct lt_plan *)realloc(c->lt_plans, (size_t)cap * sizeof(*np));

@@ -168,10 +168,56 @@ static bool pass_transformer_rest(sd_runtime *rt, sdt_arena *a, const sdt_pass_o
     return sdt_cond_backward(rt, a, cond, &dctx_act, &dpool_act, tr->drows, error);
 }
 
+/* The UNet's way back from the loss to the context (and SDXL's y): the region a training pass may run as a
+ * captured graph (train/step_capture.h). */
+typedef struct unet_backward_region {
+    sd_runtime *rt;
+    sdt_arena *a;
+    const sdt_pass_options *opt;
+    float dloss;
+    sdt_tensor *pred, *dpred, *dctx, *dy;
+    const sdt_tensor *target, *weight;
+} unet_backward_region;
+
+static bool unet_backward_work(void *user, sdt_error *error)
+{
+    unet_backward_region *r = user;
+    sdt_backend *be = r->rt->be;
+    if (be->zero(be, r->dpred) || be->zero(be, r->dctx) || (r->dy && be->zero(be, r->dy)) ||
+        loss_backward(be, r->opt, r->dpred, r->dloss, r->pred, r->target, r->weight))
+        return sdt_fail(error, be->error.code, "the loss gradient failed: %s", be->error.message);
+    return sdt_unet_backward(r->rt->model.unet, be, r->a, r->dpred, r->dctx, r->dy, error);
+}
+
+/* Everything the region is recorded with: its buffers' addresses, the batch's shape, its dtype and options
+ * and the host scalars its kernels take. */
+static sdt_capture_key unet_backward_key(const unet_backward_region *r, const sdt_pass_shape *shape, sdt_dtype act)
+{
+    sdt_capture_key k;
+    memset(&k, 0, sizeof k);
+    k.arena_base = r->a->base;
+    k.arena_capacity = r->a->capacity;
+    k.arena_used = r->a->used;
+    const void *t[8] = {r->rt->model.unet, r->rt->be,
+                        r->pred->data,     r->dpred->data,
+                        r->dctx->data,     r->dy ? r->dy->data : NULL,
+                        r->target->data,   r->weight ? r->weight->data : NULL};
+    memcpy(k.tensors, t, sizeof t);
+    int64_t s[8] = {shape->batch,  shape->c,    shape->h,        shape->w,
+                    shape->chunks, shape->in_c, shape->weighted, shape->t5_len};
+    memcpy(k.shape, s, sizeof s);
+    k.dtype = (int32_t)act;
+    k.flags = (r->opt->checkpointing ? 1 : 0) | (r->rt->be->deterministic ? 2 : 0) | ((int32_t)r->opt->loss_type << 2);
+    k.scalars[0] = r->dloss;
+    k.scalars[1] = r->opt->huber_delta;
+    return k;
+}
+
 /* The whole pass on arena a; with a measuring arena nothing runs, only sizes add up
- * (in then carries only the shape). */
-static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *opt, const sdt_pass_inputs *in,
-                          const sdt_pass_trainables *tr, float dloss, bool backward, double *loss, sdt_error *error)
+ * (in then carries only the shape). capture: the pass's captured region, or NULL (never captured). */
+static bool pass_sequence(sd_runtime *rt, sdt_arena *a, sdt_step_capture *capture, const sdt_pass_options *opt,
+                          const sdt_pass_inputs *in, const sdt_pass_trainables *tr, float dloss, bool backward,
+                          double *loss, sdt_error *error)
 {
     sdt_backend *be = rt->be;
     sd_model *m = &rt->model;
@@ -221,13 +267,18 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
     /* y's gradient only where it leads somewhere: an SDXL embedding's rows through the pooled embedding */
     bool want_dy = tr->drows && cond.sdxl;
     sdt_tensor dy = want_dy ? sdt_arena_tensor(a, act, 2, cond.y.shape) : (sdt_tensor){0};
-    if (!a->measuring) {
+    unet_backward_region region = {rt, a, opt, dloss, &pred, &dpred, &dctx, want_dy ? &dy : NULL, &t.target, weight};
+    if (a->measuring) {
+        if (!sdt_unet_backward(m->unet, be, a, &dpred, &dctx, want_dy ? &dy : NULL, error)) return false;
+    } else {
         if (!sdt_arena_fits(a)) return sdt_fail(error, a->error.code, "the loss gradient failed: %s", a->error.message);
-        if (be->zero(be, &dpred) || be->zero(be, &dctx) || (want_dy && be->zero(be, &dy)) ||
-            loss_backward(be, opt, &dpred, dloss, &pred, &t.target, weight))
-            return sdt_fail(error, be->error.code, "the loss gradient failed: %s", be->error.message);
+        /* a hypernetwork's hook draws its dropout per step and anomaly mode reads values back: never captured */
+        bool capturable = capture && !tr->hook && !opt->anomaly_check;
+        sdt_capture_key key = unet_backward_key(&region, &in->shape, act);
+        if (capturable ? !sdt_step_capture_run(capture, be, a, &key, unet_backward_work, &region, error)
+                       : !unet_backward_work(&region, error))
+            return false;
     }
-    if (!sdt_unet_backward(m->unet, be, a, &dpred, &dctx, want_dy ? &dy : NULL, error)) return false;
     if (!tr->drows) return true; /* nothing in the text encoders trains: no backward into them */
     return sdt_cond_backward(rt, a, &cond, &dctx, want_dy ? &dy : NULL, tr->drows, error);
 }
@@ -246,7 +297,7 @@ bool sdt_pass_measure(sd_runtime *rt, const sdt_pass_options *opt, const sdt_pas
     sdt_arena a;
     sdt_arena_init_measure(&a, rt->be);
     double loss = 0;
-    if (!pass_sequence(rt, &a, opt, &in, tr, 1.0f, true, &loss, error)) return false;
+    if (!pass_sequence(rt, &a, NULL, opt, &in, tr, 1.0f, true, &loss, error)) return false;
     *bytes = a.peak;
     return true;
 }
@@ -256,5 +307,5 @@ bool sdt_pass_run(sd_runtime *rt, work_arena *wa, const sdt_pass_options *opt, c
 {
     sdt_arena_rewind(&wa->arena, 0);
     sdt_arena_clear_error(&wa->arena);
-    return pass_sequence(rt, &wa->arena, opt, in, tr, dloss, backward, loss, error);
+    return pass_sequence(rt, &wa->arena, backward ? &wa->capture : NULL, opt, in, tr, dloss, backward, loss, error);
 }

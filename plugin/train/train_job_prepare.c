@@ -392,6 +392,8 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
         return false;
     /* set by every job, as a backend could serve another; the CPU backend always is deterministic */
     job->pb.be->deterministic = job->opt.deterministic || job->pb.be->device == SDT_DEVICE_CPU;
+    /* the steady-state UNet backward as a CUDA graph (train/step_capture.h); a backend without capture ignores it */
+    job->wa.capture.enabled = !job->opt.no_cuda_graph;
     if (job->precision == SDT_PRECISION_BF16 && (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16())) {
         sdt_host_log(job->host, SDT_LOG_WARNING,
                      "this GPU has no bf16 arithmetic (compute capability below 8.0); "

@@ -381,11 +381,27 @@ static bool job_agree_stop(void *vjob, bool *stop, sdt_error *error)
     return false;
 }
 
+/* Once a run: the first captured step, and the first region that could not be captured (train/step_capture.h). */
+static void log_capture(sdt_train_job *job, int64_t captures_before, int64_t spoiled_before)
+{
+    const sdt_step_capture *sc = &job->wa.capture;
+    if (captures_before == 0 && sc->captures > 0)
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "CUDA graph: step %lld captured the UNet backward; steps with the same shapes and options "
+                     "replay it (the run option no_cuda_graph, sdt-host --no-cuda-graph, turns this off)",
+                     (long long)job->step);
+    if (spoiled_before == 0 && sc->spoiled > 0)
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "CUDA graph: step %lld's UNet backward could not be captured (%s); such steps run uncaptured",
+                     (long long)job->step, sc->spoiled_why);
+}
+
 static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)
 {
     sdt_train_job *job = vjob;
     double started = sdt_run_clock();
     job->skipped_before = job->engine.skipped;
+    int64_t captures_before = job->wa.capture.captures, spoiled_before = job->wa.capture.spoiled;
     job->engine.hooks = (sdt_step_hooks){job, accumulate, engine_use_fp32, explain_nonfinite, skip_note, engine_log};
     sdt_step_result r;
     /* accumulate takes this step's batches from the data order; a step that fails gives them back,
@@ -404,6 +420,7 @@ static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *er
         return false;
     }
     job->step++;
+    log_capture(job, captures_before, spoiled_before);
     m->step = job->step;
     m->max_steps = job->end_step;
     m->epoch = (job->step - 1) / job->data.steps_per_epoch;

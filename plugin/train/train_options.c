@@ -67,6 +67,7 @@ bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *hos
     for (size_t i = 0; i < sizeof own->reserved4; i++) reserved4_set |= own->reserved4[i] != 0;
     for (size_t i = 0; i < sizeof own->reserved5; i++) reserved4_set |= own->reserved5[i] != 0;
     for (size_t i = 0; i < sizeof own->reserved6; i++) reserved4_set |= own->reserved6[i] != 0;
+    for (size_t i = 0; i < sizeof own->reserved8; i++) reserved4_set |= own->reserved8[i] != 0;
     if (own->reserved0 != 0 || own->reserved1[0] || own->reserved1[1] || own->reserved2 != 0 || own->reserved_loss[0] ||
         own->reserved_loss[1] || own->reserved3[0] || own->reserved3[1] || own->reserved3[2] || reserved4_set ||
         own->reserved7 != 0)

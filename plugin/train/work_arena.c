@@ -24,6 +24,7 @@ bool work_arena_reserve(work_arena *w, sdt_backend *be, size_t bytes, sdt_error 
 
 void work_arena_release(work_arena *w)
 {
+    sdt_step_capture_reset(&w->capture, NULL); /* the backend forgets its graph as the arena is freed */
     if (w->live) sdt_arena_release(&w->arena);
     w->live = false;
 }

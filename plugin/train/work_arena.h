@@ -11,10 +11,12 @@
 #include <stddef.h>
 
 #include "arena.h"
+#include "train/step_capture.h"
 
 typedef struct work_arena {
     sdt_arena arena; /* rewound to 0 by reserve */
     bool live;
+    sdt_step_capture capture; /* the training pass's captured region (train/step_capture.h) */
 } work_arena;
 
 /* Makes the arena hold at least bytes (rewound); false + error when the backend has no room. */

@@ -16,7 +16,7 @@ from ctypes import (CFUNCTYPE, POINTER, c_bool, c_char, c_char_p, c_double, c_fl
 
 # The version the structs below describe (abi/sdtrain.h SDT_ABI_VERSION_*).
 ABI_VERSION_MAJOR = 1
-ABI_VERSION_MINOR = 10
+ABI_VERSION_MINOR = 11
 ABI_VERSION_PATCH = 0
 
 ENTRY_SYMBOL = "sdtrain_entry"
@@ -286,6 +286,8 @@ class TrainOptions(AbiStruct):
         ("guidance", c_double),
         ("t5_max_length", c_uint32),
         ("reserved7", c_uint32),
+        ("no_cuda_graph", c_bool),  # 1.11
+        ("reserved8", c_uint8 * 7),
     ]
 
 
