@@ -891,6 +891,7 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     add_loss_settings(job, s);
     /* 1.5's data options, named only when on (A1111's settings file has no such keys) */
     if (job->opt.deterministic) cJSON_AddBoolToObject(s, "deterministic", true); /* 1.6, named only when on */
+    if (job->opt.no_cuda_graph) cJSON_AddBoolToObject(s, "no_cuda_graph", true); /* 1.11, named only when on */
     if (job->data.flip) cJSON_AddBoolToObject(s, "flip", true);
     if (job->data.caption_dropout > 0) cJSON_AddNumberToObject(s, "caption_dropout", job->data.caption_dropout);
     if (job->data.keep_tokens > 0) cJSON_AddNumberToObject(s, "keep_tokens", job->data.keep_tokens);
