@@ -5,7 +5,7 @@
 #  - bf16, one shape: the log says which step captured it, and the --no-cuda-graph run's log says nothing;
 #  - --buckets with three shapes, batch 2: the shape changes mid-run, each new shape runs uncaptured once,
 #    is captured when it repeats, and no graph is replayed on another shape;
-#  - fp16 from a loss scale of 2^40: the scaler skips the overflowing steps and halves the scale each time
+#  - fp16 from a loss scale of 2^30: the scaler skips the overflowing steps and halves the scale each time
 #    (dloss changes, so the graph is recorded again), then training goes on; the same skips and scales;
 #  - fp16 with a NaN pixel (the test build's SDTRAIN_FAULT_NAN_PIXEL): the one-shot fallback to fp32 fires in
 #    both runs, and the fp32 steps after it are captured again (the dtype is part of the graph's key).
@@ -58,7 +58,7 @@ case_args() {
         buckets) echo "--dataset data --template $SDT_TEMPLATES/style_filewords.txt --precision bf16 --max-steps 9
                  --buckets --bucket-min-side 32 --bucket-max-side 128 --bucket-step 32 --batch-size 2" ;;
         fp16) echo "--dataset $DATASET --template $SDT_TEMPLATES/subject_filewords.txt --precision fp16
-              --loss-scale-init 1099511627776 --max-steps 12" ;;
+              --loss-scale-init 1073741824 --max-steps 20" ;;
         fallback) echo "--dataset $DATASET --template $SDT_TEMPLATES/subject_filewords.txt --precision fp16
                   --batch-size 12 --max-steps 6" ;;
     esac
