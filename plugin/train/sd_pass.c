@@ -177,6 +177,7 @@ typedef struct unet_backward_region {
     float dloss;
     sdt_tensor *pred, *dpred, *dctx, *dy;
     const sdt_tensor *target, *weight;
+    const sdt_tensor *context, *y; /* what the UNet's saved activations read (the key only) */
 } unet_backward_region;
 
 static bool unet_backward_work(void *user, sdt_error *error)
@@ -198,10 +199,11 @@ static sdt_capture_key unet_backward_key(const unet_backward_region *r, const sd
     k.arena_base = r->a->base;
     k.arena_capacity = r->a->capacity;
     k.arena_used = r->a->used;
-    const void *t[8] = {r->rt->model.unet, r->rt->be,
-                        r->pred->data,     r->dpred->data,
-                        r->dctx->data,     r->dy ? r->dy->data : NULL,
-                        r->target->data,   r->weight ? r->weight->data : NULL};
+    const void *t[10] = {r->rt->model.unet, r->rt->be,
+                         r->pred->data,     r->dpred->data,
+                         r->dctx->data,     r->dy ? r->dy->data : NULL,
+                         r->target->data,   r->weight ? r->weight->data : NULL,
+                         r->context->data,  r->y ? r->y->data : NULL};
     memcpy(k.tensors, t, sizeof t);
     int64_t s[8] = {shape->batch,  shape->c,    shape->h,        shape->w,
                     shape->chunks, shape->in_c, shape->weighted, shape->t5_len};
@@ -267,7 +269,9 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, sdt_step_capture *captur
     /* y's gradient only where it leads somewhere: an SDXL embedding's rows through the pooled embedding */
     bool want_dy = tr->drows && cond.sdxl;
     sdt_tensor dy = want_dy ? sdt_arena_tensor(a, act, 2, cond.y.shape) : (sdt_tensor){0};
-    unet_backward_region region = {rt, a, opt, dloss, &pred, &dpred, &dctx, want_dy ? &dy : NULL, &t.target, weight};
+    unet_backward_region region = {rt,        a,      opt,           dloss,
+                                   &pred,     &dpred, &dctx,         want_dy ? &dy : NULL,
+                                   &t.target, weight, &cond.context, sdt_cond_y(&cond)};
     if (a->measuring) {
         if (!sdt_unet_backward(m->unet, be, a, &dpred, &dctx, want_dy ? &dy : NULL, error)) return false;
     } else {

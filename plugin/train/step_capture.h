@@ -29,7 +29,7 @@
 typedef struct sdt_capture_key {
     const void *arena_base;
     size_t arena_capacity, arena_used; /* the arena's state where the region starts */
-    const void *tensors[8];            /* the region's inputs and outputs */
+    const void *tensors[10];           /* the region's inputs and outputs */
     int64_t shape[8];                  /* the batch's shape */
     int32_t dtype, flags;
     float scalars[4]; /* host scalars recorded into kernels: dloss, the loss's delta */
