@@ -294,6 +294,9 @@ typedef struct sdt_memory_stats {
       (be, param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step, grad_scale))
 // clang-format on
 
+/* How many captured graphs a backend keeps at once (capture_end's slots). */
+#define SDT_CAPTURE_SLOTS 4
+
 /* One table field of the op list. */
 #define SDT_OP_FIELD(name, params, args) int(*name) params;
 
@@ -326,21 +329,21 @@ struct sdt_backend {
      * after a phase whose sizes the next does not need (the VAE's encode at full resolution before
      * training). Scratch grows again on demand. */
     void (*release_scratch)(sdt_backend *be);
-    /* One captured step (CUDA graphs, kernels/cuda/step_graph.cu; docs/gpu-notes.md "What a captured step
-     * needs"). NULL where the backend has none (the CPU). capture_begin: from here until capture_end the
-     * ops called on this backend are recorded, not run; an op that needs the host meanwhile (a read-back,
-     * an upload, a synchronisation, a new allocation or a grown scratch buffer) fails with a sentence and
-     * spoils the recording. capture_end: *captured true when the recording holds: it becomes the kept graph
-     * (replacing any other); false when it was spoiled: nothing recorded ran, be->error is cleared and
-     * the caller runs the same work uncaptured. replay: runs the kept graph once on the backend's stream,
-     * on the device addresses and scalars it was recorded with (-1 and be->error when none is kept).
-     * drop_capture: forgets the kept graph (a shape, an option or a buffer changed). The backend also
-     * forgets it whenever it frees device memory (any buffer, scratch included), so a replay never reads a
-     * freed buffer. [the thread that runs the backend's ops] */
+    /* Captured steps (CUDA graphs, kernels/cuda/step_graph.cu; docs/gpu-notes.md "What a captured step
+     * needs"): up to SDT_CAPTURE_SLOTS graphs, one per slot. NULL where the backend has none (the CPU).
+     * capture_begin: from here until capture_end the ops called on this backend are recorded, not run; an op
+     * that needs the host meanwhile (a read-back, an upload, a synchronisation, a new allocation or a grown
+     * scratch buffer, a new cuDNN/cuBLASLt plan) fails with a sentence and spoils the recording. capture_end:
+     * *captured true when the recording holds: it becomes slot's graph (replacing the slot's old one); false
+     * when it was spoiled: nothing recorded ran, be->error is cleared and the caller runs the same work
+     * uncaptured. replay: runs slot's graph once on the backend's stream, on the device addresses and scalars it
+     * was recorded with (-1 and be->error when the slot holds none). drop_capture: forgets slot's graph (-1:
+     * every slot). The backend also forgets every graph whenever it frees device memory (any buffer, scratch
+     * included), so a replay never reads a freed buffer. [the thread that runs the backend's ops] */
     int (*capture_begin)(sdt_backend *be);
-    int (*capture_end)(sdt_backend *be, bool *captured);
-    int (*replay)(sdt_backend *be);
-    void (*drop_capture)(sdt_backend *be);
+    int (*capture_end)(sdt_backend *be, int slot, bool *captured);
+    int (*replay)(sdt_backend *be, int slot);
+    void (*drop_capture)(sdt_backend *be, int slot);
     /* The op list's entries: each checks its arguments (kernels/op_checks.c), then runs impl's. */
     SDT_BACKEND_OPS(SDT_OP_FIELD)
     sdt_backend_ops impl; /* the backend's implementations the entries call */

@@ -46,11 +46,11 @@ typedef struct cuda_ctx {
     bool attention_tc;                            /* attention.cu's tensor-core kernels have sm_80+ code on this card */
     cuda_alloc_table allocs;                      /* device_memory.cu */
     size_t allocated_bytes, peak_allocated_bytes; /* held by the backend now; most at once */
-    void *cublas_workspace;   /* cuBLAS's own workspace, set once at create so a capture never allocates one */
-    struct cuda_step_graph {  /* step_graph.cu: the one captured step */
-        cudaGraphExec_t exec; /* the kept graph, NULL when none */
-        bool capturing;       /* between capture_begin and capture_end */
-        bool spoiled;         /* something during the capture needed the host */
+    void *cublas_workspace;  /* cuBLAS's own workspace, set once at create so a capture never allocates one */
+    struct cuda_step_graph { /* step_graph.cu: the captured steps */
+        cudaGraphExec_t exec[SDT_CAPTURE_SLOTS]; /* each slot's graph, NULL when none */
+        bool capturing;                          /* between capture_begin and capture_end */
+        bool spoiled;                            /* something during the capture needed the host */
     } graph;
 } cuda_ctx;
 
@@ -221,14 +221,14 @@ void cuda_lt_plans_free(cuda_ctx *c);
 /* While a step is being captured (step_graph.cu): true, the capture is marked spoiled and be->error says
  * that `what` cannot be recorded; the caller fails its op. False when no capture is running. */
 bool cuda_capture_refuses(sdt_backend *be, const char *what);
-/* Frees the kept graph: device memory it may read is being freed (cuda_device_free). */
+/* Frees every kept graph: device memory one may read is being freed (cuda_device_free). */
 void cuda_step_graph_forget(cuda_ctx *c);
-/* Ends any capture and frees the kept graph (cuda_destroy). */
+/* Ends any capture and frees the kept graphs (cuda_destroy). */
 void cuda_step_graph_free(cuda_ctx *c);
 int cuda_capture_begin(sdt_backend *be);
-int cuda_capture_end(sdt_backend *be, bool *captured);
-int cuda_replay(sdt_backend *be);
-void cuda_drop_capture(sdt_backend *be);
+int cuda_capture_end(sdt_backend *be, int slot, bool *captured);
+int cuda_replay(sdt_backend *be, int slot);
+void cuda_drop_capture(sdt_backend *be, int slot);
 /* A device scratch buffer of at least bytes in the given slot (grown on demand). */
 void *cuda_scratch(sdt_backend *be, int slot, size_t bytes);
 /* A float32 view of t: t's data when f32, else converted into scratch slot. */

@@ -1,8 +1,8 @@
-/* step_graph.cu - the backend's one captured step (a CUDA graph). It is recorded on the backend's own
- * stream in thread-local capture mode, so no other thread of the host and none of its streams is
- * touched; it is kept until dropped or replaced and replayed on the same stream. Semantics: kernels/ops.h
- * (capture_begin .. drop_capture); what the training step keeps out of a capture: docs/gpu-notes.md
- * "What a captured step needs". */
+/* step_graph.cu - the backend's captured steps (CUDA graphs), one per slot. Each is recorded on the
+ * backend's own stream in thread-local capture mode, so no other thread of the host and none of its
+ * streams is touched; it is kept until dropped or replaced and replayed on the same stream. Semantics:
+ * kernels/ops.h (capture_begin .. drop_capture); what the training step keeps out of a capture:
+ * docs/gpu-notes.md "What a captured step needs". */
 #include "cuda_ops.h"
 
 bool cuda_capture_refuses(sdt_backend *be, const char *what)
@@ -15,17 +15,17 @@ bool cuda_capture_refuses(sdt_backend *be, const char *what)
     return true;
 }
 
-static void kept_graph_free(cuda_ctx *c)
+static void slot_free(cuda_ctx *c, int slot)
 {
-    if (!c->graph.exec) return;
+    if (!c->graph.exec[slot]) return;
     if (!c->graph.capturing) cudaStreamSynchronize(c->stream); /* a replay may still be running */
-    cudaGraphExecDestroy(c->graph.exec);
-    c->graph.exec = NULL;
+    cudaGraphExecDestroy(c->graph.exec[slot]);
+    c->graph.exec[slot] = NULL;
 }
 
 void cuda_step_graph_forget(cuda_ctx *c)
 {
-    kept_graph_free(c);
+    for (int i = 0; i < SDT_CAPTURE_SLOTS; i++) slot_free(c, i);
 }
 
 void cuda_step_graph_free(cuda_ctx *c)
@@ -36,7 +36,12 @@ void cuda_step_graph_free(cuda_ctx *c)
         cudaGetLastError();
         c->graph.capturing = false;
     }
-    kept_graph_free(c);
+    cuda_step_graph_forget(c);
+}
+
+static bool slot_ok(int slot)
+{
+    return slot >= 0 && slot < SDT_CAPTURE_SLOTS;
 }
 
 int cuda_capture_begin(sdt_backend *be)
@@ -52,7 +57,7 @@ int cuda_capture_begin(sdt_backend *be)
     return 0;
 }
 
-int cuda_capture_end(sdt_backend *be, bool *captured)
+int cuda_capture_end(sdt_backend *be, int slot, bool *captured)
 {
     cuda_ctx *c = ctx_of(be);
     *captured = false;
@@ -60,7 +65,7 @@ int cuda_capture_end(sdt_backend *be, bool *captured)
         return cuda_fail(be, SDT_ERR_INTERNAL, "no step capture is running (a bug: please report)");
     cudaGraph_t graph = NULL;
     cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
-    bool spoiled = c->graph.spoiled || e != cudaSuccess || !graph;
+    bool spoiled = c->graph.spoiled || e != cudaSuccess || !graph || !slot_ok(slot);
     c->graph.capturing = false;
     c->graph.spoiled = false;
     cudaGraphExec_t exec = NULL;
@@ -72,27 +77,32 @@ int cuda_capture_end(sdt_backend *be, bool *captured)
     if (spoiled) {
         cudaGetLastError(); /* an invalidated capture's error is not sticky: the stream works on */
         sdt_error_clear(&be->error);
-        return 0;
+        return slot_ok(slot) ? 0 : cuda_fail(be, SDT_ERR_INTERNAL, "capture slot %d does not exist (a bug)", slot);
     }
-    kept_graph_free(c);
-    c->graph.exec = exec;
+    slot_free(c, slot);
+    c->graph.exec[slot] = exec;
     *captured = true;
     return 0;
 }
 
-int cuda_replay(sdt_backend *be)
+int cuda_replay(sdt_backend *be, int slot)
 {
     cuda_ctx *c = ctx_of(be);
     if (c->graph.capturing)
         return cuda_fail(be, SDT_ERR_INTERNAL,
                          "a captured step cannot be replayed during a capture (a bug: please report)");
-    if (!c->graph.exec)
-        return cuda_fail(be, SDT_ERR_INTERNAL, "no captured step is kept to replay (a bug: please report)");
-    CUDA_TRY(be, cudaGraphLaunch(c->graph.exec, c->stream));
+    if (!slot_ok(slot) || !c->graph.exec[slot])
+        return cuda_fail(be, SDT_ERR_INTERNAL, "no captured step is kept in slot %d to replay (a bug: please report)",
+                         slot);
+    CUDA_TRY(be, cudaGraphLaunch(c->graph.exec[slot], c->stream));
     return 0;
 }
 
-void cuda_drop_capture(sdt_backend *be)
+void cuda_drop_capture(sdt_backend *be, int slot)
 {
-    kept_graph_free(ctx_of(be));
+    cuda_ctx *c = ctx_of(be);
+    if (slot < 0)
+        cuda_step_graph_forget(c);
+    else if (slot_ok(slot))
+        slot_free(c, slot);
 }

@@ -8,8 +8,9 @@
  *
  * The rule: a region is replayed only under the key it was captured with (every device address and
  * host scalar it was recorded with: the arena, the tensors, the batch shape, the dtype, dloss, the
- * options); it is captured on the second consecutive pass with one key (the first made its plans and
- * grew its scratch), and anything else runs uncaptured. A capture that something spoils (an op that
+ * options); a key is captured on its second pass (the first made its plans and grew its scratch), and
+ * up to SDT_CAPTURE_SLOTS keys keep a graph at once (aspect-ratio buckets alternate shapes), the least
+ * recently used giving way. A capture that something spoils (an op that
  * needs the host: anomaly mode's checks, a new plan) runs the work uncaptured and marks that key so it
  * is not tried again. The backend drops its graph itself whenever it frees device memory
  * (kernels/ops.h), so a replay never reads a freed buffer; this module then captures again.
@@ -35,16 +36,26 @@ typedef struct sdt_capture_key {
     float scalars[4]; /* host scalars recorded into kernels: dloss, the loss's delta */
 } sdt_capture_key;
 
+/* One of the backend's graph slots as this module uses it. */
+typedef struct sdt_capture_slot {
+    sdt_capture_key key;
+    bool kept;               /* the backend holds this key's graph in the slot */
+    size_t used_after;       /* the arena's use after the region's work (set again on a replay) */
+    int64_t replays_of_kept; /* replays since the graph was captured */
+    uint64_t last_use;       /* the least recently used slot is the one a new capture takes */
+} sdt_capture_slot;
+
+#define SDT_CAPTURE_SEEN 8 /* keys remembered as run once uncaptured (and as refused) */
+
 typedef struct sdt_step_capture {
-    bool enabled;         /* the run's option (on by default for CUDA runs) */
-    sdt_capture_key last; /* the previous region's key */
-    bool last_valid;
-    bool kept;               /* the backend holds the graph of `last` */
-    sdt_capture_key refused; /* a key whose capture was spoiled: not tried again */
-    bool refused_valid;
-    size_t used_after;                  /* the arena's use after the kept region's work (set again on a replay) */
-    int64_t replays_of_kept;            /* replays since the kept graph was captured */
-    int64_t captures, replays, spoiled; /* counts, for the run's log line and the tests */
+    bool enabled; /* the run's option (on by default for CUDA runs) */
+    sdt_capture_slot slots[SDT_CAPTURE_SLOTS];
+    sdt_capture_key seen[SDT_CAPTURE_SEEN]; /* keys whose first pass ran uncaptured (a ring) */
+    int n_seen, next_seen;
+    sdt_capture_key refused[SDT_CAPTURE_SEEN]; /* keys that could not be captured: not tried again (a ring) */
+    int n_refused, next_refused;
+    uint64_t clock;
+    int64_t captures, replays, spoiled; /* counts, for the run's log lines and the tests */
     char spoiled_why[256];              /* the first spoiled capture's sentence */
 } sdt_step_capture;
 
@@ -57,7 +68,7 @@ typedef bool (*sdt_capture_work)(void *user, sdt_error *error);
 bool sdt_step_capture_run(sdt_step_capture *sc, sdt_backend *be, sdt_arena *arena, const sdt_capture_key *key,
                           sdt_capture_work work, void *user, sdt_error *error);
 
-/* Forgets the graph and the keys (a pass other than the steady-state one, a precision change). */
+/* Forgets the graphs and the keys (the arena is released). */
 void sdt_step_capture_reset(sdt_step_capture *sc, sdt_backend *be);
 
 #endif

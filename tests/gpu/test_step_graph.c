@@ -6,7 +6,8 @@
  *  - an op that needs the host during a capture (a read-back, an upload, an allocation, a
  *    synchronisation) fails with a sentence naming it, spoils the recording (captured false, the error
  *    cleared), leaves the kept graph and the stream usable, and the same ops then run uncaptured;
- *  - a new capture replaces the kept graph; after drop_capture a replay is refused;
+ *  - a new capture replaces its slot's graph, another slot keeps its own; after drop_capture, or after the
+ *    backend freed device memory, a replay is refused;
  *  - the CPU backend has no capture (NULL entries).
  * Fixed inputs, no random draws. Skips (77) when the CUDA module or a GPU is absent. */
 #include <math.h>
@@ -81,12 +82,12 @@ static void check_replay_equals_uncaptured(sdt_backend *gpu)
     bool captured = false;
     CHECK(gpu->capture_begin(gpu) == 0, "capture_begin failed: %s", gpu->error.message);
     CHECK(step_ops(gpu, &graph) == 0, "an op failed during the capture: %s", gpu->error.message);
-    CHECK(gpu->capture_end(gpu, &captured) == 0 && captured, "the capture did not hold: %s", gpu->error.message);
+    CHECK(gpu->capture_end(gpu, 0, &captured) == 0 && captured, "the capture did not hold: %s", gpu->error.message);
     bytes_of(gpu, &graph, got);
     CHECK(memcmp(got, before, 4 * N * sizeof(float)) == 0, "recorded work ran during the capture");
     for (int step = 1; step <= 3; step++) {
         CHECK(step_ops(gpu, &plain) == 0, "uncaptured step %d failed: %s", step, gpu->error.message);
-        CHECK(gpu->replay(gpu) == 0, "replay %d failed: %s", step, gpu->error.message);
+        CHECK(gpu->replay(gpu, 0) == 0, "replay %d failed: %s", step, gpu->error.message);
         bytes_of(gpu, &plain, want);
         bytes_of(gpu, &graph, got);
         CHECK(memcmp(got, want, 4 * N * sizeof(float)) == 0, "step %d: replay and uncaptured run differ", step);
@@ -112,7 +113,7 @@ static void check_spoiled(sdt_backend *gpu, const char *what, int which)
     if (which == 3) rc |= gpu->synchronize(gpu) ? 1 : 0;
     CHECK(rc == 1 && strstr(gpu->error.message, what) && strstr(gpu->error.message, "captured step"),
           "%s during a capture: rc %d, error \"%s\"", what, rc, gpu->error.message);
-    CHECK(gpu->capture_end(gpu, &captured) == 0 && !captured, "%s: the spoiled capture was kept", what);
+    CHECK(gpu->capture_end(gpu, 0, &captured) == 0 && !captured, "%s: the spoiled capture was kept", what);
     CHECK(gpu->error.message[0] == '\0', "%s: the spoiled capture's error was not cleared: %s", what,
           gpu->error.message);
     if (fresh) gpu->free(gpu, fresh);
@@ -134,20 +135,37 @@ static void check_replace_and_drop(sdt_backend *gpu)
     float p0[N], p1[N];
     bool captured = false;
     bytes_of(gpu, &b, p0); /* only p (the first N) is compared */
-    CHECK(gpu->capture_begin(gpu) == 0 && step_ops(gpu, &b) == 0 && gpu->capture_end(gpu, &captured) == 0 && captured,
-          "first capture: %s", gpu->error.message);
-    CHECK(gpu->capture_begin(gpu) == 0 && gpu->scale(gpu, &b.p, 2.0f) == 0 && gpu->capture_end(gpu, &captured) == 0 &&
+    CHECK(gpu->capture_begin(gpu) == 0 && step_ops(gpu, &b) == 0 && gpu->capture_end(gpu, 0, &captured) == 0 &&
               captured,
+          "first capture: %s", gpu->error.message);
+    CHECK(gpu->capture_begin(gpu) == 0 && gpu->scale(gpu, &b.p, 2.0f) == 0 &&
+              gpu->capture_end(gpu, 0, &captured) == 0 && captured,
           "second capture: %s", gpu->error.message);
-    CHECK(gpu->replay(gpu) == 0, "replay: %s", gpu->error.message);
+    CHECK(gpu->replay(gpu, 0) == 0, "replay: %s", gpu->error.message);
     gpu->synchronize(gpu);
     gpu->download(gpu, p1, b.p.data, sizeof p1);
     int wrong = 0;
     for (int i = 0; i < N; i++) wrong += p1[i] != 2.0f * p0[i];
     CHECK(wrong == 0, "the second capture did not replace the first (%d values)", wrong);
-    gpu->drop_capture(gpu);
-    CHECK(gpu->replay(gpu) != 0 && strstr(gpu->error.message, "no captured step"),
+    /* a graph in slot 1 beside slot 0's: each replays its own */
+    CHECK(gpu->capture_begin(gpu) == 0 && gpu->scale(gpu, &b.p, 0.5f) == 0 &&
+              gpu->capture_end(gpu, 1, &captured) == 0 && captured,
+          "capture into slot 1: %s", gpu->error.message);
+    CHECK(gpu->replay(gpu, 1) == 0 && gpu->replay(gpu, 0) == 0 && gpu->replay(gpu, 0) == 0, "replays: %s",
+          gpu->error.message);
+    gpu->synchronize(gpu);
+    gpu->download(gpu, p1, b.p.data, sizeof p1);
+    wrong = 0;
+    for (int i = 0; i < N; i++) wrong += p1[i] != 4.0f * p0[i]; /* x2, x0.5, x2, x2 */
+    CHECK(wrong == 0, "slots 0 and 1 did not each replay their own graph (%d values)", wrong);
+    gpu->drop_capture(gpu, 0);
+    CHECK(gpu->replay(gpu, 0) != 0 && strstr(gpu->error.message, "no captured step"),
           "a replay after drop_capture must be refused, got \"%s\"", gpu->error.message);
+    CHECK(gpu->replay(gpu, 1) == 0, "dropping slot 0 kept slot 1: %s", gpu->error.message);
+    float one = 1.0f;
+    void *scrap = gpu->alloc(gpu, sizeof one);
+    gpu->free(gpu, scrap); /* freeing device memory forgets every graph */
+    CHECK(gpu->replay(gpu, 1) != 0, "a graph outlived a free");
     release(gpu, &b);
 }
 

@@ -1,15 +1,17 @@
 /* test_step_capture.c - when a training pass's region is captured, replayed or just run
  * (train/step_capture.h), on the CPU backend with a test double of the capture entries (the CPU has
- * none; the double records instead of running while a capture is open, as CUDA does). Every pass must
- * have exactly one effect, whatever path it took:
+ * none; the double records instead of running while a capture is open, as CUDA does, and keeps one graph
+ * per slot). Every pass must have exactly one effect, whatever path it took:
  *  - off (enabled false) or without capture entries: the work runs every time;
  *  - a key's first pass runs uncaptured, the second is captured and replayed, later ones replay without
  *    calling the work; the arena's use after a replay is the captured run's;
- *  - a new key runs uncaptured and drops the kept graph;
+ *  - shapes that alternate (buckets) each keep a graph, up to SDT_CAPTURE_SLOTS, the least recently used
+ *    giving way to a new one;
  *  - a spoiled capture runs the work again uncaptured from the same arena offset, says why once, and that key
- *    is not tried again;
- *  - a graph the backend forgot after fewer than 8 replays: the pass runs uncaptured, the key is not captured
- *    again. */
+ *    is not tried again; so does a recording CUDA did not keep;
+ *  - graphs the backend forgot (it freed memory) after fewer than 8 replays: the pass runs uncaptured and the
+ *    key is not captured again;
+ *  - reset forgets every graph and key. */
 #include <string.h>
 
 #include "ops.h"
@@ -17,10 +19,11 @@
 #include "train/step_capture.h"
 
 static struct {
-    bool recording, kept, spoil_next;
-    int recorded_effects; /* what the kept graph does when replayed */
-    int pending;          /* effects recorded in the open capture */
-    int begins, ends, replays, drops;
+    bool recording, spoil_next;
+    bool kept[SDT_CAPTURE_SLOTS];
+    int recorded_effects[SDT_CAPTURE_SLOTS]; /* what each slot's graph does when replayed */
+    int pending;                             /* effects recorded in the open capture */
+    int begins, replays, drops;
 } fake;
 
 static int effects, work_calls;
@@ -35,37 +38,44 @@ static int fake_begin(sdt_backend *be)
     return 0;
 }
 
-static int fake_end(sdt_backend *be, bool *captured)
+static int fake_end(sdt_backend *be, int slot, bool *captured)
 {
     fake.recording = false;
-    fake.ends++;
     *captured = !fake.spoil_next;
     if (fake.spoil_next) {
         sdt_error_clear(&be->error);
         fake.spoil_next = false;
         return 0;
     }
-    fake.kept = true;
-    fake.recorded_effects = fake.pending;
+    fake.kept[slot] = true;
+    fake.recorded_effects[slot] = fake.pending;
     return 0;
 }
 
-static int fake_replay(sdt_backend *be)
+static int fake_replay(sdt_backend *be, int slot)
 {
-    if (!fake.kept) {
-        sdt_fail(&be->error, SDT_ERR_INTERNAL, "no captured step is kept to replay");
+    if (!fake.kept[slot]) {
+        sdt_fail(&be->error, SDT_ERR_INTERNAL, "no captured step is kept in slot %d", slot);
         return -1;
     }
     fake.replays++;
-    effects += fake.recorded_effects;
+    effects += fake.recorded_effects[slot];
     return 0;
 }
 
-static void fake_drop(sdt_backend *be)
+static void fake_drop(sdt_backend *be, int slot)
 {
     (void)be;
-    fake.kept = false;
+    for (int i = 0; i < SDT_CAPTURE_SLOTS; i++)
+        if (slot < 0 || slot == i) fake.kept[i] = false;
     fake.drops++;
+}
+
+static int kept_graphs(void)
+{
+    int n = 0;
+    for (int i = 0; i < SDT_CAPTURE_SLOTS; i++) n += fake.kept[i];
+    return n;
 }
 
 typedef struct work_ctx {
@@ -102,7 +112,7 @@ static sdt_capture_key key_of(sdt_arena *a, int shape)
 }
 
 /* One pass: the arena rewound as sd_pass does, then the region under key shape. */
-static bool pass(sdt_step_capture *sc, sdt_backend *be, sdt_arena *a, work_ctx *w, int shape)
+static void pass(sdt_step_capture *sc, sdt_backend *be, sdt_arena *a, work_ctx *w, int shape)
 {
     sdt_arena_rewind(a, 0);
     int64_t lead_shape[1] = {8};
@@ -110,9 +120,7 @@ static bool pass(sdt_step_capture *sc, sdt_backend *be, sdt_arena *a, work_ctx *
     sdt_capture_key k = key_of(a, shape);
     sdt_error error;
     sdt_error_clear(&error);
-    bool ok = sdt_step_capture_run(sc, be, a, &k, work, w, &error);
-    CHECK(ok, "pass (shape %d) failed: %s", shape, error.message);
-    return ok;
+    CHECK(sdt_step_capture_run(sc, be, a, &k, work, w, &error), "pass (shape %d) failed: %s", shape, error.message);
 }
 
 int main(void)
@@ -153,57 +161,63 @@ int main(void)
     CHECK(arena.used == used_uncaptured, "after a replay the arena's use is the work's (%zu, %zu)", arena.used,
           used_uncaptured);
 
-    /* a new key: uncaptured, the graph dropped; its second pass captured */
-    int drops = fake.drops;
+    /* buckets: shapes 2 and 3 alternate with 1; each is captured on its second pass and kept beside the others */
+    int shapes[] = {2, 3, 1, 2, 3, 1, 2, 3};
+    for (int i = 0; i < 8; i++) pass(&sc, be, &arena, &w, shapes[i]);
+    CHECK(effects == 12 && sc.captures == 3 && kept_graphs() == 3 && work_calls == 2 + 4,
+          "alternating shapes: %d effects, %lld captures, %d graphs, %d work calls", effects, (long long)sc.captures,
+          kept_graphs(), work_calls);
+    /* a fifth and a sixth shape: the least recently used graph (shape 1) gives way */
+    for (int s = 4; s <= 5; s++) {
+        pass(&sc, be, &arena, &w, s);
+        pass(&sc, be, &arena, &w, s);
+    }
+    CHECK(effects == 16 && sc.captures == 5 && kept_graphs() == SDT_CAPTURE_SLOTS, "shapes 4 and 5 captured");
+    int begins = fake.begins;
     pass(&sc, be, &arena, &w, 2);
-    CHECK(effects == 5 && work_calls == 3 && fake.drops == drops + 1 && !fake.kept,
-          "a new shape runs uncaptured and drops the graph");
-    pass(&sc, be, &arena, &w, 2);
-    CHECK(effects == 6 && sc.captures == 2, "the new shape is captured on its second pass");
+    CHECK(effects == 17 && fake.begins == begins, "shape 2 still replays");
+    pass(&sc, be, &arena, &w, 1);
+    CHECK(effects == 18 && fake.begins == begins + 1, "shape 1 gave its slot away and is captured again");
 
     /* a spoiled capture: the work runs again uncaptured, from the same place; the key is not tried again */
     w.fail_when_recording = true;
-    pass(&sc, be, &arena, &w, 3);
+    pass(&sc, be, &arena, &w, 6);
     void *uncaptured_place = last_place;
-    int begins = fake.begins;
-    pass(&sc, be, &arena, &w, 3);
-    CHECK(effects == 8 && fake.begins == begins + 1 && sc.spoiled == 1 && !fake.kept,
+    begins = fake.begins;
+    pass(&sc, be, &arena, &w, 6);
+    CHECK(effects == 20 && fake.begins == begins + 1 && sc.spoiled == 1,
           "a spoiled capture runs the work once uncaptured (%d effects)", effects);
     CHECK(last_place == uncaptured_place, "the work ran again from the region's arena offset");
     CHECK(strstr(sc.spoiled_why, "read-back") != NULL, "the reason is kept: \"%s\"", sc.spoiled_why);
-    pass(&sc, be, &arena, &w, 3);
-    CHECK(effects == 9 && fake.begins == begins + 1, "a spoiled key is not captured again");
+    pass(&sc, be, &arena, &w, 6);
+    CHECK(effects == 21 && fake.begins == begins + 1, "a spoiled key is not captured again");
     w.fail_when_recording = false;
 
     /* CUDA keeps nothing although the work went well: the same */
-    pass(&sc, be, &arena, &w, 4);
+    pass(&sc, be, &arena, &w, 7);
     fake.spoil_next = true;
     begins = fake.begins;
-    pass(&sc, be, &arena, &w, 4);
-    pass(&sc, be, &arena, &w, 4);
-    CHECK(effects == 12 && fake.begins == begins + 1 && sc.spoiled == 2, "a recording CUDA did not keep (%d effects)",
+    pass(&sc, be, &arena, &w, 7);
+    pass(&sc, be, &arena, &w, 7);
+    CHECK(effects == 24 && fake.begins == begins + 1 && sc.spoiled == 2, "a recording CUDA did not keep (%d effects)",
           effects);
 
-    /* the backend forgot its graph after 2 replays: uncaptured, and not captured again */
-    pass(&sc, be, &arena, &w, 5);
-    pass(&sc, be, &arena, &w, 5);
-    pass(&sc, be, &arena, &w, 5);
-    CHECK(effects == 15 && fake.kept, "shape 5 captured and replayed");
-    fake.kept = false; /* what cuda_device_free does */
+    /* the backend forgot its graphs (it freed memory) after 1 replay of shape 2: uncaptured, not captured again */
+    for (int i = 0; i < SDT_CAPTURE_SLOTS; i++) fake.kept[i] = false; /* what cuda_device_free does */
     begins = fake.begins;
-    pass(&sc, be, &arena, &w, 5);
-    pass(&sc, be, &arena, &w, 5);
-    CHECK(effects == 17 && fake.begins == begins, "a graph forgotten early is not captured again (%d effects)",
+    pass(&sc, be, &arena, &w, 2);
+    pass(&sc, be, &arena, &w, 2);
+    CHECK(effects == 26 && fake.begins == begins, "a graph forgotten early is not captured again (%d effects)",
           effects);
 
-    /* reset forgets the kept graph */
-    pass(&sc, be, &arena, &w, 6);
-    pass(&sc, be, &arena, &w, 6);
-    CHECK(fake.kept, "shape 6 captured");
+    /* reset forgets every graph and key */
+    pass(&sc, be, &arena, &w, 8);
+    pass(&sc, be, &arena, &w, 8);
+    CHECK(kept_graphs() == 1, "shape 8 captured");
     sdt_step_capture_reset(&sc, be);
-    CHECK(!fake.kept && !sc.kept, "reset drops the graph");
-    pass(&sc, be, &arena, &w, 6);
-    CHECK(effects == 20, "after a reset the pass runs uncaptured (%d effects)", effects);
+    CHECK(kept_graphs() == 0, "reset drops the graphs");
+    pass(&sc, be, &arena, &w, 8);
+    CHECK(effects == 29 && sc.enabled, "after a reset the pass runs uncaptured (%d effects)", effects);
 
     sdt_arena_release(&arena);
     be->capture_begin = NULL, be->capture_end = NULL, be->replay = NULL, be->drop_capture = NULL;
