@@ -394,6 +394,10 @@ static void log_capture(sdt_train_job *job, int64_t captures_before, int64_t spo
         sdt_host_log(job->host, SDT_LOG_INFO,
                      "CUDA graph: step %lld's UNet backward could not be captured (%s); such steps run uncaptured",
                      (long long)job->step, sc->spoiled_why);
+    if (job->step == job->end_step && (sc->captures > 0 || sc->spoiled > 0))
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "CUDA graph: %lld captures, %lld replays, %lld passes that could not be captured in %lld steps",
+                     (long long)sc->captures, (long long)sc->replays, (long long)sc->spoiled, (long long)job->step);
 }
 
 static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)

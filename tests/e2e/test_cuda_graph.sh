@@ -55,7 +55,7 @@ common=(--model "$MODEL" --width 64 --height 64 --seed "$SEED" --device cuda --d
 case_args() {
     case $1 in
         bf16) echo "--dataset $DATASET --template $SDT_TEMPLATES/subject_filewords.txt --precision bf16 --max-steps 8" ;;
-        buckets) echo "--dataset data --template $SDT_TEMPLATES/style_filewords.txt --precision bf16 --max-steps 9
+        buckets) echo "--dataset data --template $SDT_TEMPLATES/style_filewords.txt --precision bf16 --max-steps 12
                  --buckets --bucket-min-side 32 --bucket-max-side 128 --bucket-step 32 --batch-size 2" ;;
         fp16) echo "--dataset $DATASET --template $SDT_TEMPLATES/subject_filewords.txt --precision fp16
               --loss-scale-init 1073741824 --max-steps 20" ;;
@@ -86,6 +86,10 @@ for c in bf16 buckets fp16 fallback; do
             grep -q "CUDA graph: step [0-9]* captured the UNet backward" "$ERR" ||
                 { fail "$c: the log does not say a step was captured"; show_stderr; }
             grep "CUDA graph" "$ERR"
+            if [ $c = buckets ]; then # each of the 3 shapes captured on its second pass, kept beside the others
+                n=$(sed -n 's/.*CUDA graph: \([0-9]*\) captures.*/\1/p' "$ERR")
+                [ "${n:-0}" -ge 3 ] || fail "buckets: $n captures for 3 shapes (each should be captured once)"
+            fi
         else
             grep -q "CUDA graph" "$ERR" && fail "$c: --no-cuda-graph still captured: $(grep "CUDA graph" "$ERR")"
         fi
