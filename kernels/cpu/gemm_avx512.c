@@ -170,6 +170,26 @@ AVX512 static void kernel_8x16(int k, const float *a, size_t rs, size_t cs, cons
     micro_kernel(1, k, a, rs, cs, bp, alpha, beta, c, ldc, rows, cols);
 }
 
+/* C [m, cols] from op(A) (element (i, p) at a[i rs + p cs]) and op(B) already packed: the panels of NR
+ * columns at packed + jr * k (pack_b's layout). */
+AVX512 static void multiply_packed(int m, int cols, int k, float alpha, const float *a, size_t rs, size_t cs,
+                                   const float *packed, float beta, float *c, int ldc)
+{
+    for (int i0 = 0; i0 < m; i0 += MR) {
+        const int tile_rows = m - i0 < MR ? m - i0 : MR;
+        const float *ai = a + (size_t)i0 * rs;
+        for (int jr = 0; jr < cols; jr += NR) {
+            const float *bp = packed + (size_t)jr * k;
+            const int tile_cols = cols - jr < NR ? cols - jr : NR;
+            float *ct = c + (size_t)i0 * ldc + jr;
+            if (tile_cols > 16)
+                kernel_8x32(k, ai, rs, cs, bp, alpha, beta, ct, ldc, tile_rows, tile_cols);
+            else /* the packed panel is still NR wide; the 16-column kernel reads its left half */
+                kernel_8x16(k, ai, rs, cs, bp, alpha, beta, ct, ldc, tile_rows, tile_cols);
+        }
+    }
+}
+
 AVX512 static void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                                 const float *b, int ldb, float beta, float *c, int ldc, float *bbuf, int nc)
 {
@@ -177,20 +197,26 @@ AVX512 static void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k,
     for (int j0 = 0; j0 < n; j0 += nc) {
         const int cols = n - j0 < nc ? n - j0 : nc;
         pack_b(trans_b, b, ldb, j0, cols, k, bbuf);
-        for (int i0 = 0; i0 < m; i0 += MR) {
-            const int tile_rows = m - i0 < MR ? m - i0 : MR;
-            const float *ai = a + (size_t)i0 * rs;
-            for (int jr = 0; jr < cols; jr += NR) {
-                const float *bp = bbuf + (size_t)jr * k;
-                const int tile_cols = cols - jr < NR ? cols - jr : NR;
-                float *ct = c + (size_t)i0 * ldc + j0 + jr;
-                if (tile_cols > 16)
-                    kernel_8x32(k, ai, rs, cs, bp, alpha, beta, ct, ldc, tile_rows, tile_cols);
-                else /* the packed panel is still NR wide; the 16-column kernel reads its left half */
-                    kernel_8x16(k, ai, rs, cs, bp, alpha, beta, ct, ldc, tile_rows, tile_cols);
-            }
-        }
+        multiply_packed(m, cols, k, alpha, a, rs, cs, bbuf, beta, c + j0, ldc);
     }
+}
+
+size_t gemm_avx512_packed_floats(int n, int k)
+{
+    return (size_t)((n + NR - 1) / NR * NR) * (size_t)(k > 0 ? k : 1);
+}
+
+void gemm_avx512_pack_b(bool trans_b, int n, int k, const float *b, int ldb, float *packed)
+{
+    if (n > 0 && k > 0) pack_b(trans_b, b, ldb, 0, n, k, packed);
+}
+
+void gemm_avx512_packed(bool trans_a, int m, int n, int k, float alpha, const float *a, int lda, const float *packed,
+                        float beta, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0) return;
+    const size_t rs = trans_a ? 1 : (size_t)lda, cs = trans_a ? (size_t)lda : 1;
+    multiply_packed(m, n, k, alpha, a, rs, cs, packed, beta, c, ldc);
 }
 
 bool gemm_avx512_available(void)
@@ -236,6 +262,24 @@ bool gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
     (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb;
     (void)beta, (void)c, (void)ldc;
     return false;
+}
+
+size_t gemm_avx512_packed_floats(int n, int k)
+{
+    (void)n, (void)k;
+    return 0;
+}
+
+void gemm_avx512_pack_b(bool trans_b, int n, int k, const float *b, int ldb, float *packed)
+{
+    (void)trans_b, (void)n, (void)k, (void)b, (void)ldb, (void)packed;
+}
+
+void gemm_avx512_packed(bool trans_a, int m, int n, int k, float alpha, const float *a, int lda, const float *packed,
+                        float beta, float *c, int ldc)
+{
+    (void)trans_a, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)packed, (void)beta, (void)c;
+    (void)ldc;
 }
 
 #endif
