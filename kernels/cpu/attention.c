@@ -7,7 +7,8 @@
  * online softmax (running max and sum per row, FlashAttention's recurrence) and
  * saves each row's logsumexp. Backward recomputes each probability tile from that
  * logsumexp and uses D = rowsum(dO * O) for the softmax gradient: one pass over key
- * tiles writes dk and dv, one over query tiles writes dq, so no two work units
+ * tiles writes dk and dv, one over query tiles writes dq (or, with heads enough for the threads, one
+ * unit per head does both, each tile pair's probabilities computed once: head_unit), so no two work units
  * touch the same rows and the results do not depend on the thread count. Each unit
  * zeroes its own gradient rows and then sums into them, so the op WRITES dq, dk, dv
  * (ops.h) with exactly the bits that zeroing them and accumulating would give.
@@ -325,6 +326,35 @@ static void dq_unit(sdt_backend *be, const attn_geom *g, const attn_bwd *a, attn
     }
 }
 
+/* dq, dk and dv of one whole head (b, h) in one pass: each (key tile, query tile) pair's p and ds are
+ * computed once instead of once in each of dkdv_unit and dq_unit. Key tiles go in order on the outside and
+ * query tiles in order inside, so dk and dv of a key tile sum over query tiles in order (as dkdv_unit) and
+ * dq of a query tile over key tiles in order (as dq_unit), over the same pairs: the same sums, the same bits. */
+static void head_unit(sdt_backend *be, const attn_geom *g, const attn_bwd *a, int b, int h, float *p, float *ds)
+{
+    if (a->dq)
+        for (int q0 = 0; q0 < g->tq; q0 += ATTN_QT)
+            zero_unit_rows(g, a->dq, g->tq, (attn_unit){b, h, q0, g->tq - q0 < ATTN_QT ? g->tq - q0 : ATTN_QT});
+    for (int k0 = 0; k0 < g->tk; k0 += ATTN_KT) {
+        const attn_unit u = {b, h, k0, g->tk - k0 < ATTN_KT ? g->tk - k0 : ATTN_KT};
+        if (a->dv) zero_unit_rows(g, a->dv, g->tk, u);
+        if (a->dk) zero_unit_rows(g, a->dk, g->tk, u);
+        for (int q0 = g->causal ? k0 / ATTN_QT * ATTN_QT : 0; q0 < g->tq; q0 += ATTN_QT) {
+            const int rows = g->tq - q0 < ATTN_QT ? g->tq - q0 : ATTN_QT;
+            probs_tile(be, g, a, b, h, q0, rows, k0, u.rows, p, a->dk || a->dq ? ds : NULL);
+            if (a->dv) /* dv += p^T dout */
+                tile_product(be, g, &a->dout_n, b, h, q0, true, u.rows, g->d, rows, 1.0f, p, ATTN_KT, 1.0f,
+                             a->dv + row_offset(g, g->tk, b, k0, h), g->hd);
+            if (a->dk) /* dk += scale ds^T q */
+                tile_product(be, g, &a->qn, b, h, q0, true, u.rows, g->d, rows, g->scale, ds, ATTN_KT, 1.0f,
+                             a->dk + row_offset(g, g->tk, b, k0, h), g->hd);
+            if (a->dq && !(g->causal && k0 > q0 + rows - 1)) /* dq += scale ds k, over dq_unit's key tiles */
+                tile_product(be, g, &a->kn, b, h, k0, false, rows, g->d, u.rows, g->scale, ds, ATTN_KT, 1.0f,
+                             a->dq + row_offset(g, g->tq, b, q0, h), g->hd);
+        }
+    }
+}
+
 static int backward_op(sdt_backend *be, const char *op, const attn_geom *gp, sdt_tensor *dq, sdt_tensor *dk,
                        sdt_tensor *dv, const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k,
                        const sdt_tensor *v, const sdt_tensor *out, const sdt_tensor *lse)
@@ -376,14 +406,24 @@ static int backward_op(sdt_backend *be, const char *op, const attn_geom *gp, sdt
         if (dk) pack_tiles(be, &g, a.q, g.tq, ATTN_QT, false, &a.qn);
         if (dv) pack_tiles(be, &g, a.dout, g.tq, ATTN_QT, false, &a.dout_n);
     }
-    if (rc == 0 && (dk || dv)) {
+    /* Whole heads as units (p and ds once per tile pair) when there are enough heads to keep the threads busy;
+     * otherwise tiles as units, in two passes. Either way the same bits. */
+    const int heads_total = g.batch * g.heads;
+    const bool whole_heads = threads == 1 || heads_total >= 4 * threads;
+    if (rc == 0 && whole_heads) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic) if (heads_total > 1)
+        for (int n = 0; n < heads_total; n++) {
+            float *p = work + per_thread * (size_t)omp_get_thread_num();
+            head_unit(be, &g, &a, n / g.heads, n % g.heads, p, p + ATTN_QT * ATTN_KT);
+        }
+    } else if (rc == 0 && (dk || dv)) {
 #pragma omp parallel for num_threads(threads) schedule(dynamic) if (kunits > 1)
         for (int n = 0; n < kunits; n++) {
             float *p = work + per_thread * (size_t)omp_get_thread_num();
             dkdv_unit(be, &g, &a, unit_at(&g, g.tk, ATTN_KT, n), p, p + ATTN_QT * ATTN_KT);
         }
     }
-    if (rc == 0 && dq) {
+    if (rc == 0 && dq && !whole_heads) {
 #pragma omp parallel for num_threads(threads) schedule(dynamic) if (qunits > 1)
         for (int n = 0; n < qunits; n++) {
             float *p = work + per_thread * (size_t)omp_get_thread_num();
