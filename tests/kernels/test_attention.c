@@ -236,15 +236,17 @@ static void check_rejects(sdt_backend *be)
                      "attention_backward", "lse without forward's out");
 }
 
-/* Backward on one thread (whole heads per unit: head_unit) and on three (few heads: the dk/dv and dq passes)
- * writes the same bits, with and without the saved lse, causal and cross, over several tiles. */
+/* Backward on one thread (whole heads per unit: head_unit) and on three (few heads: the dk/dv and dq passes;
+ * 12 heads: whole heads side by side) writes the same bits, with and without the saved lse, causal and cross, over several tiles. */
 static void check_whole_heads_same_bits(sdt_backend *three, sdt_test_rng *rng)
 {
     sdt_backend *one = sdt_backend_cpu_create(1);
     CHECK(one != NULL, "cannot create a 1-thread CPU backend");
     if (!one) return;
-    static const int64_t shapes[][5] = {{2, 150, 150, 2, 4}, {1, 70, 260, 2, 3}, {3, 9, 77, 2, 32}, {1, 64, 128, 1, 8}};
-    for (int s = 0; s < 4; s++)
+    /* the last shape has B x H = 12 = 4 x 3 heads: whole heads on three threads too (units side by side) */
+    static const int64_t shapes[][5] = {
+        {2, 150, 150, 2, 4}, {1, 70, 260, 2, 3}, {3, 9, 77, 2, 32}, {1, 64, 128, 1, 8}, {4, 70, 140, 3, 8}};
+    for (int s = 0; s < 5; s++)
         for (int variant = 0; variant < 2; variant++) {
             const int64_t b = shapes[s][0], tq = shapes[s][1], tk = shapes[s][2], h = shapes[s][3], d = shapes[s][4];
             const bool causal = s == 0 && variant == 0, save_lse = variant == 0;
