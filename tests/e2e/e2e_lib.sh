@@ -69,6 +69,9 @@ if [ -n "${E2E_BLAS_CORE:-}" ]; then
         exit 77
     fi
     [ "$blas_core" = "$OPENBLAS_CORETYPE" ] || fail "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE did not reach the plugin's OpenBLAS (it took $blas_core)"
+    # A CPU with AVX-512F runs most GEMMs in the plugin's own kernel, whatever the core: these cases run
+    # the plugin's test build with every GEMM through OpenBLAS, as a CPU without AVX-512F does.
+    export SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_CPU_BLAS_GEMM=1
 fi
 
 # Options every training here shares: the tiny demo model at its 64x64 size, on the CPU.
