@@ -1,4 +1,5 @@
-/* vec_erfcf.c - shared_erfcf over an array, AVX2 + FMA where available, the same bits (vec_erfcf.h). */
+/* vec_erfcf.c - shared_erfcf over an array, AVX2 + FMA where available, the same bits, and GELU's Phi and
+ * derivative through it (vec_erfcf.h). */
 #include "vec_erfcf.h"
 
 #include "shared_math.h"
@@ -97,4 +98,15 @@ void cpu_erfcf_array(const float *x, float *y, int64_t n)
         erfcf_avx2(x, y, n);
     else
         erfcf_scalar(x, y, n);
+}
+
+void cpu_normal_cdf_array(const float *x, float *cdf, float *grad, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) cdf[i] = -x[i] * ACT_INV_SQRT2;
+    cpu_erfcf_array(cdf, cdf, n);
+    for (int64_t i = 0; i < n; i++) cdf[i] = 0.5f * cdf[i];
+    if (!grad) return;
+    for (int64_t i = 0; i < n; i++) grad[i] = -0.5f * x[i] * x[i];
+    cpu_expf_array(grad, grad, n);
+    for (int64_t i = 0; i < n; i++) grad[i] = cdf[i] + x[i] * ACT_INV_SQRT_2PI * grad[i];
 }

@@ -8,7 +8,8 @@
  *  - an input gives the same bits wherever it sits: every length 0..19 at every start offset 0..3
  *    against one-element calls, a special value in each lane, and in place (y == x); a value that
  *    depended on its place would make a row's output depend on the batch;
- *  - act_normal_cdf is 0.5 * shared_erfcf(-x / sqrt 2): GELU is computed with this erfc. */
+ *  - act_normal_cdf is 0.5 * shared_erfcf(-x / sqrt 2): GELU is computed with this erfc; cpu_normal_cdf_array
+ *    (the CPU's GELU and GEGLU) gives act_normal_cdf's and act_gelu_grad's bits. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -121,12 +122,24 @@ int main(void)
     for (int i = 0; i < 7; i++) ok &= same_bits(inplace[i], erfc_one(copy[i]));
     CHECK(ok, "in place (y == x) differs from out of place");
 
-    int cdf_differ = 0;
-    for (int i = -2000; i <= 2000; i++) {
-        const float g = (float)i / 128.0f;
-        cdf_differ += !same_bits(act_normal_cdf(g), 0.5f * shared_erfcf(-g * ACT_INV_SQRT2));
+    enum { NCDF = 4001 };
+    float *g = malloc(sizeof(float) * NCDF * 4), *cdf = g + NCDF, *grad = cdf + NCDF, *cdf_alone = grad + NCDF;
+    if (!g) return 1;
+    for (int i = 0; i < NCDF; i++) g[i] = (float)(i - NCDF / 2) / 128.0f;
+    cpu_normal_cdf_array(g, cdf, grad, NCDF);
+    cpu_normal_cdf_array(g, cdf_alone, NULL, NCDF);
+    int cdf_differ = 0, grad_differ = 0, alone_differ = 0;
+    for (int i = 0; i < NCDF; i++) {
+        cdf_differ += !same_bits(act_normal_cdf(g[i]), 0.5f * shared_erfcf(-g[i] * ACT_INV_SQRT2)) ||
+                      !same_bits(cdf[i], act_normal_cdf(g[i]));
+        grad_differ += !same_bits(grad[i], act_gelu_grad(g[i]));
+        alone_differ += !same_bits(cdf_alone[i], cdf[i]);
     }
-    CHECK(cdf_differ == 0, "act_normal_cdf differs from 0.5 * shared_erfcf(-x / sqrt 2) at %d points", cdf_differ);
+    CHECK(cdf_differ == 0,
+          "act_normal_cdf, 0.5 * shared_erfcf(-x / sqrt 2) and cpu_normal_cdf_array differ at %d points", cdf_differ);
+    CHECK(grad_differ == 0, "cpu_normal_cdf_array's derivative differs from act_gelu_grad at %d points", grad_differ);
+    CHECK(alone_differ == 0, "cpu_normal_cdf_array's Phi without the derivative differs at %d points", alone_differ);
+    free(g);
     free(x), free(y);
     return sdt_test_finish("vec_erfcf");
 }
