@@ -161,6 +161,12 @@ expect_untouched() {
 # csv_last_step CSV: the step of the last row (empty when there is none).
 csv_last_step() { tail -n +2 "$1" 2>/dev/null | tail -n 1 | cut -d, -f1; }
 
+# expect_csv_precision CSV PRECISION WHAT: every step of a loss CSV ran in PRECISION (its 8th column).
+expect_csv_precision() {
+    [ "$(tail -n +2 "$1" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "$2 " ] ||
+        fail "$3: the steps are not all $2 ($(tail -n +2 "$1" | cut -d, -f8 | tr '\n' ' '))"
+}
+
 # emb_diff A B: prints the max relative difference of two embeddings' emb_params (python3).
 emb_diff() {
     python3 - "$1" "$2" <<'PY'
