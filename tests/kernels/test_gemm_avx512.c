@@ -10,6 +10,7 @@
  * - B packed once (gemm_avx512_pack_b) and multiplied by gemm_avx512_packed: the model's bits on every
  *   case above, twice from the same panels (the attention reuses one packed key tile over its query tiles).
  * Without AVX-512F only the model's part runs (the kernel's cases say so and are skipped). */
+#include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -179,6 +180,23 @@ static void check_threads(void)
     if (two) two->destroy(two);
 }
 
+/* blas_gemm_only (what the tests' GEMM hook sets): cpu_sgemm gives BLAS's own bits, every shape. */
+static void check_blas_only(void)
+{
+    sdt_backend *be = sdt_backend_cpu_create(1);
+    CHECK(be != NULL, "cannot create the CPU backend");
+    if (!be) return;
+    be->blas_gemm_only = true;
+    gemm_case g = make_case(false, true, 33, 77, 40, 1.0f, 0.0f);
+    for (size_t i = 0; i < sizeof a_buf / sizeof *a_buf; i++) a_buf[i] = next_value();
+    for (size_t i = 0; i < sizeof b_buf / sizeof *b_buf; i++) b_buf[i] = next_value();
+    cpu_sgemm(be, g.ta, g.tb, g.m, g.n, g.k, 1.0f, a_buf, g.lda, b_buf, g.ldb, 0.0f, c_kernel, g.ldc);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.m, g.n, g.k, 1.0f, a_buf, g.lda, b_buf, g.ldb, 0.0f, c_model,
+                g.ldc);
+    CHECK(same_bits(c_model, c_kernel, (size_t)g.m * g.ldc), "blas_gemm_only: cpu_sgemm is not BLAS's result");
+    be->destroy(be);
+}
+
 int main(void)
 {
     const bool kernel = gemm_avx512_available();
@@ -200,6 +218,7 @@ int main(void)
     if (kernel) {
         check_place_independence();
         check_threads();
+        check_blas_only();
         CHECK(!gemm_avx512(false, false, 2, 2, GEMM_AVX512_MAX_K + 1, 1.0f, a_buf, GEMM_AVX512_MAX_K + 1, b_buf, 2,
                            0.0f, c_kernel, 2),
               "k over GEMM_AVX512_MAX_K must go to BLAS");
