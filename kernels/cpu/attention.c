@@ -106,7 +106,8 @@ static attn_unit unit_at(const attn_geom *g, int t_len, int tile, int index)
 /* One operand's tiles, every head's, packed once for gemm_avx512_packed: the B of the tile products.
  * Tile t of head (b, h) covers rows [t * tile, ...) of a [B, T, H*D] tensor; `trans` packs those rows as
  * op(B) = rows^T [D, rows] (q k^T, dout v^T), otherwise as op(B) = rows [rows, D] (p v, ds k, p^T dout).
- * data NULL: not packed (no AVX-512F, or no memory): the products read the tensor through cpu_sgemm. */
+ * data NULL: not packed (no AVX-512F, blas_gemm_only, or no memory): the products read the tensor through
+ * cpu_sgemm. */
 typedef struct attn_packed {
     const float *src;
     int t_len, tile, tiles; /* tiles per head */
@@ -119,7 +120,8 @@ static void pack_tiles(sdt_backend *be, const attn_geom *g, const float *src, in
                        attn_packed *pk)
 {
     *pk = (attn_packed){src, t_len, tile, (t_len + tile - 1) / tile, trans, 0, NULL};
-    if (!gemm_avx512_available() || g->d <= 0 || g->d > GEMM_AVX512_MAX_K) return;
+    /* cpu_sgemm's rule for our kernel: not where the backend sends every GEMM to BLAS (blas_gemm_only) */
+    if (be->blas_gemm_only || !gemm_avx512_available() || g->d <= 0 || g->d > GEMM_AVX512_MAX_K) return;
     pk->tile_floats = trans ? gemm_avx512_packed_floats(tile, g->d) : gemm_avx512_packed_floats(g->d, tile);
     const int64_t count = (int64_t)g->batch * g->heads * pk->tiles;
     const size_t bytes = sizeof(float) * pk->tile_floats * (size_t)count;

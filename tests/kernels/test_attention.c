@@ -7,6 +7,7 @@
  * (diffusers' upcast_attention case: SD 2.1 in fp16) stay finite and right, since the logits
  * and the softmax are fp32 whatever the storage. Backward runs whole heads as units on one thread (each tile
  * pair's probabilities once) and tiles in two passes on three (the cases above): bit for bit the same. */
+#include "cpu/gemm_avx512.h"
 #include "op_check.h"
 
 typedef struct attn_ref {
@@ -281,6 +282,29 @@ static void check_whole_heads_same_bits(sdt_backend *three, sdt_test_rng *rng)
     one->destroy(one);
 }
 
+/* blas_gemm_only (the core-variant tests' hook) sends the attention's tile products to BLAS too, not to the
+ * packed AVX-512 kernel: at d = 64 BLAS's sums are ordered otherwise, so the forward's bits differ. */
+static void check_blas_gemm_only(sdt_test_rng *rng)
+{
+    if (!gemm_avx512_available()) return; /* both are BLAS there */
+    sdt_backend *own = sdt_backend_cpu_create(1), *blas = sdt_backend_cpu_create(1);
+    CHECK(own && blas, "cannot create the CPU backends");
+    if (own && blas) {
+        blas->blas_gemm_only = true;
+        const int64_t n = 64 * 64, shape[3] = {1, 64, 64};
+        float *q = kt_randn(rng, n, 1.0), *out_own = kt_randn(rng, n, 1.0), *out_blas = kt_randn(rng, n, 1.0);
+        sdt_tensor tq_ = op_tensor(q, 3, shape), to = op_tensor(out_own, 3, shape), tb = op_tensor(out_blas, 3, shape);
+        CHECK(own->attention_forward(own, &to, NULL, &tq_, &tq_, &tq_, 1, false) == 0 &&
+                  blas->attention_forward(blas, &tb, NULL, &tq_, &tq_, &tq_, 1, false) == 0,
+              "forward failed");
+        CHECK(memcmp(out_own, out_blas, sizeof(float) * (size_t)n) != 0,
+              "blas_gemm_only: the attention's products did not go to BLAS (the same bits as the AVX-512 kernel)");
+        free(q), free(out_own), free(out_blas);
+    }
+    if (own) own->destroy(own);
+    if (blas) blas->destroy(blas);
+}
+
 int main(void)
 {
     printf("op: attention\n");
@@ -298,6 +322,7 @@ int main(void)
     run_case(be, &rng, 1, 70, 260, 2, 3, false, false, SDT_F32); /* cross, recomputed */
     check_logits_past_f16(be, &rng);
     check_whole_heads_same_bits(be, &rng);
+    check_blas_gemm_only(&rng);
     check_rejects(be);
     be->destroy(be);
     return sdt_test_finish("test_attention");
