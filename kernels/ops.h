@@ -318,6 +318,9 @@ struct sdt_backend {
     bool prefers_channels_last; /* the UNet keeps its activations channels-last here and its conv filters
                                  * are stored so (CUDA: cuDNN's NHWC kernels are faster). The CPU says
                                  * false; tests set it to run that path on the CPU. */
+    bool blas_gemm_only;        /* [false] CPU: every GEMM goes to BLAS, even where the backend's own AVX-512
+                                 * kernel would run it. Tests set it (through the plugin's test build) to check
+                                 * BLAS's kernels, what a CPU without AVX-512F runs, on a machine that has it. */
     void *ctx;                  /* backend-private state: scratch, handles, stream */
     sdt_error error;            /* the last failure: its code and sentence (read only after a failed call) */
 

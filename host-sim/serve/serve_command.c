@@ -125,9 +125,11 @@ int cmd_serve(int argc, char **argv)
     else {
         ctx.guard.port = bound_port(server);
         /* Stop signals are handled before the address is printed: a script that reads the address and
-         * sends Ctrl-C at once must stop the panel (a background job starts with SIGINT ignored). */
+         * sends Ctrl-C at once must stop the panel (a background job starts with SIGINT ignored). A
+         * closed terminal (SIGHUP) stops it as `train` stops: the runs going save first. */
         GMainLoop *loop = g_main_loop_new(NULL, FALSE);
-        guint stops[] = {g_unix_signal_add(SIGINT, on_stop, loop), g_unix_signal_add(SIGTERM, on_stop, loop)};
+        guint stops[] = {g_unix_signal_add(SIGINT, on_stop, loop), g_unix_signal_add(SIGTERM, on_stop, loop),
+                         g_unix_signal_add(SIGHUP, on_stop, loop)};
         const char *shown = strchr(address, ':') ? g_strdup_printf("[%s]", address) : g_strdup(address);
         /* the address it listens on, as given: 127.0.0.2 or ::1 is not reachable at 127.0.0.1 */
         printf("sdt-host serve: open http://%s:%u/%s%s\n", shown, ctx.guard.port, ctx.guard.token ? "?token=" : "",

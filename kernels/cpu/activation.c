@@ -1,8 +1,8 @@
 /* activation.c - torch.nn activations (ReLU, LeakyReLU, ELU, GELU, QuickGELU, SiLU, Tanh, Sigmoid,
  * Mish, the hard/soft/shrink family, identity), forward and accumulating backward. Formulas: kernels/shared_math.h.
- * SiLU and QuickGELU (CLIP's MLP) take their expf from cpu_expf_array, GELU (OpenCLIP's MLP) its erfc
- * from cpu_erfcf_array and its density's expf from cpu_expf_array, a chunk at a time: the same
- * expressions as act_value / act_derivative, so the same bits, without a scalar call per element. */
+ * SiLU and QuickGELU (CLIP's MLP) take their expf from cpu_expf_array, GELU (OpenCLIP's MLP) its Phi and
+ * derivative from cpu_normal_cdf_array (vec_erfcf.h), a chunk at a time: the same expressions as act_value /
+ * act_derivative, so the same bits, without a scalar call per element. */
 #include "shared_math.h"
 #include "cpu_context.h"
 #include "vec_erfcf.h"
@@ -52,36 +52,20 @@ static void sigmoid_gated_backward(sdt_activation act, const float *x, const flo
     }
 }
 
-/* cdf[i] = act_normal_cdf(x[i]) for m <= ACT_CHUNK values (its expression, the erfc a chunk at a time). */
-static void gelu_cdf_chunk(const float *x, float *cdf, int64_t m)
-{
-    for (int64_t i = 0; i < m; i++) cdf[i] = -x[i] * ACT_INV_SQRT2;
-    cpu_erfcf_array(cdf, cdf, m);
-    for (int64_t i = 0; i < m; i++) cdf[i] = 0.5f * cdf[i];
-}
-
-/* o = act_gelu(x) for n values. */
+/* o = act_gelu(x) for n <= ACT_CHUNK values. */
 static void gelu_forward(const float *x, float *o, int64_t n)
 {
     float cdf[ACT_CHUNK];
-    for (int64_t i0 = 0; i0 < n; i0 += ACT_CHUNK) {
-        const int64_t m = n - i0 < ACT_CHUNK ? n - i0 : ACT_CHUNK;
-        gelu_cdf_chunk(x + i0, cdf, m);
-        for (int64_t i = 0; i < m; i++) o[i0 + i] = x[i0 + i] * cdf[i];
-    }
+    cpu_normal_cdf_array(x, cdf, NULL, n);
+    for (int64_t i = 0; i < n; i++) o[i] = x[i] * cdf[i];
 }
 
-/* gx += g * act_gelu_grad(x) for n values. */
+/* gx += g * act_gelu_grad(x) for n <= ACT_CHUNK values. */
 static void gelu_backward(const float *x, const float *g, float *gx, int64_t n)
 {
-    float cdf[ACT_CHUNK], density[ACT_CHUNK];
-    for (int64_t i0 = 0; i0 < n; i0 += ACT_CHUNK) {
-        const int64_t m = n - i0 < ACT_CHUNK ? n - i0 : ACT_CHUNK;
-        gelu_cdf_chunk(x + i0, cdf, m);
-        for (int64_t i = 0; i < m; i++) density[i] = -0.5f * x[i0 + i] * x[i0 + i];
-        cpu_expf_array(density, density, m);
-        for (int64_t i = 0; i < m; i++) gx[i0 + i] += g[i0 + i] * (cdf[i] + x[i0 + i] * ACT_INV_SQRT_2PI * density[i]);
-    }
+    float cdf[ACT_CHUNK], grad[ACT_CHUNK];
+    cpu_normal_cdf_array(x, cdf, grad, n);
+    for (int64_t i = 0; i < n; i++) gx[i] += g[i] * grad[i];
 }
 
 /* The activations computed a chunk at a time through the vector expf / erfc. */

@@ -22,7 +22,7 @@ void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k,
 {
     if (m <= 0 || n <= 0) return;
     const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    const bool own = k <= GEMM_AVX512_MAX_K && gemm_avx512_available();
+    const bool own = !be->blas_gemm_only && k <= GEMM_AVX512_MAX_K && gemm_avx512_available();
     /* Inside a parallel region (attention runs heads side by side) the caller's thread does it
      * all, even where a host enabled nested parallelism; a threaded BLAS splits on its own. */
     const int parts = omp_in_parallel() || (!own && openblas_get_num_threads() > 1) /* read, never set */

@@ -1,14 +1,12 @@
 /* geglu.c - diffusers GEGLU gating: value, gate = x.chunk(2, dim=-1); out = value * gelu(gate)
  * (exact erf GELU, as diffusers' F.gelu). The Linear projection before it is a separate op.
- * Phi(gate) = shared_erfcf(-gate / sqrt 2) / 2 is act_normal_cdf's expression with the erfc from
- * cpu_erfcf_array (vec_erfcf.h: shared_erfcf's bits 4 lanes at a time, so the op equals the shared GELU
- * both backends compute) and backward's density e^(-gate^2 / 2) from cpu_expf_array (expf's bits), a
- * chunk of gates at a time: the scalar calls were ~10% of the demo-sized CPU step (bench/NOTES.md runs
- * 34 and 37). */
+ * Phi(gate) and backward's act_gelu_grad(gate) come from cpu_normal_cdf_array (vec_erfcf.h: the scalar
+ * expressions with the erfc and expf 4 lanes at a time, the same bits, so the op equals the shared GELU both
+ * backends compute), a chunk of gates at a time: the scalar calls were ~10% of the demo-sized CPU step
+ * (bench/NOTES.md runs 34 and 37). */
 #include "shared_math.h"
 #include "cpu_context.h"
 #include "vec_erfcf.h"
-#include "vec_expf.h"
 
 /* Gates per vector call (stack buffers per thread). */
 #define GEGLU_CHUNK 256
@@ -19,15 +17,6 @@ static void geglu_dims(const sdt_tensor *half, int64_t *rows, int64_t *c)
 {
     *c = half->shape[half->ndim - 1];
     *rows = *c ? sdt_tensor_numel(half) / *c : 0;
-}
-
-/* cdf[j] = Phi(gate[j]) for j < n: act_normal_cdf's expression (act_gelu's and act_gelu_grad's) with
- * the erfc a chunk at a time. */
-static void normal_cdf_chunk(const float *gate, float *cdf, int64_t n)
-{
-    for (int64_t j = 0; j < n; j++) cdf[j] = -gate[j] * ACT_INV_SQRT2;
-    cpu_erfcf_array(cdf, cdf, n);
-    for (int64_t j = 0; j < n; j++) cdf[j] = 0.5f * cdf[j];
 }
 
 int cpu_geglu_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
@@ -44,7 +33,7 @@ int cpu_geglu_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
         float cdf[GEGLU_CHUNK];
         for (int64_t j0 = 0; j0 < c; j0 += GEGLU_CHUNK) {
             const int64_t n = c - j0 < GEGLU_CHUNK ? c - j0 : GEGLU_CHUNK;
-            normal_cdf_chunk(gate + j0, cdf, n);
+            cpu_normal_cdf_array(gate + j0, cdf, NULL, n);
             for (int64_t j = 0; j < n; j++) o[r * c + j0 + j] = value[j0 + j] * (gate[j0 + j] * cdf[j]); /* act_gelu */
         }
     }
@@ -66,19 +55,17 @@ int cpu_geglu_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, 
     for (int64_t r = 0; r < rows; r++) {
         const float *value = xs + r * 2 * c, *gate = value + c;
         float *dvalue = gx + r * 2 * c, *dgate = dvalue + c;
-        float cdf[GEGLU_CHUNK], density[GEGLU_CHUNK];
+        float cdf[GEGLU_CHUNK], grad[GEGLU_CHUNK];
         for (int64_t j0 = 0; j0 < c; j0 += GEGLU_CHUNK) {
             const int64_t n = c - j0 < GEGLU_CHUNK ? c - j0 : GEGLU_CHUNK;
-            normal_cdf_chunk(gate + j0, cdf, n);
-            for (int64_t j = 0; j < n; j++) density[j] = -0.5f * gate[j0 + j] * gate[j0 + j];
-            cpu_expf_array(density, density, n);
+            cpu_normal_cdf_array(gate + j0, cdf, grad, n);
             for (int64_t i = 0; i < n; i++) {
                 const int64_t j = j0 + i;
                 const float go = g[r * c + j], xg = gate[j];
-                /* act_gelu and act_gelu_grad's expressions with Phi computed once. Written (ops.h).
-                 * 0.0f + turns a -0 product into +0: the bits that zeroing dx and accumulating gave. */
+                /* act_gelu and act_gelu_grad with Phi computed once. Written (ops.h). 0.0f + turns a -0
+                 * product into +0: the bits that zeroing dx and accumulating gave. */
                 dvalue[j] = 0.0f + go * (xg * cdf[i]);
-                dgate[j] = 0.0f + go * value[j] * (cdf[i] + xg * ACT_INV_SQRT_2PI * density[i]);
+                dgate[j] = 0.0f + go * value[j] * grad[i];
             }
         }
     }

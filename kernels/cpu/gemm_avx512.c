@@ -170,6 +170,78 @@ AVX512 static void kernel_8x16(int k, const float *a, size_t rs, size_t cs, cons
     micro_kernel(1, k, a, rs, cs, bp, alpha, beta, c, ldc, rows, cols);
 }
 
+/* C tile [8 < rows <= 16, cols <= 16]: 16 rows of op(A) (rows past `rows` re-read row 8, never stored) against
+ * the left half of a packed panel, 16 fma chains in flight instead of the 8 x 16 tile's 8 (which waits on the
+ * fma latency): the products with n <= 16 (the convolutions at 4 x 4 pixels). Same chains, same bits. */
+AVX512 static void kernel_16x16(int k, const float *a, size_t rs, size_t cs, const float *bp, float alpha, float beta,
+                                float *c, int ldc, int rows, int cols)
+{
+    const float *a0 = a, *a8 = a + (size_t)8 * rs; /* rows > 8: the caller's rule */
+    size_t ro[8], ro8[8];
+    for (int r = 0; r < 8; r++) ro[r] = (size_t)r * rs, ro8[r] = 8 + r < rows ? (size_t)r * rs : 0;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, acc4 = acc0, acc5 = acc0, acc6 = acc0,
+           acc7 = acc0, acc8 = acc0, acc9 = acc0, acc10 = acc0, acc11 = acc0, acc12 = acc0, acc13 = acc0, acc14 = acc0,
+           acc15 = acc0;
+    size_t off = 0;
+    for (int p = 0; p < k; p++, off += cs, bp += NR) {
+        const __m512 bv = _mm512_load_ps(bp);
+        const float *x = a0 + off, *y = a8 + off;
+        acc0 = _mm512_fmadd_ps(_mm512_set1_ps(x[ro[0]]), bv, acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_set1_ps(x[ro[1]]), bv, acc1);
+        acc2 = _mm512_fmadd_ps(_mm512_set1_ps(x[ro[2]]), bv, acc2);
+        acc3 = _mm512_fmadd_ps(_mm512_set1_ps(x[ro[3]]), bv, acc3);
+        acc4 = _mm512_fmadd_ps(_mm512_set1_ps(x[ro[4]]), bv, acc4);
+        acc5 = _mm512_fmadd_ps(_mm512_set1_ps(x[ro[5]]), bv, acc5);
+        acc6 = _mm512_fmadd_ps(_mm512_set1_ps(x[ro[6]]), bv, acc6);
+        acc7 = _mm512_fmadd_ps(_mm512_set1_ps(x[ro[7]]), bv, acc7);
+        acc8 = _mm512_fmadd_ps(_mm512_set1_ps(y[ro8[0]]), bv, acc8);
+        acc9 = _mm512_fmadd_ps(_mm512_set1_ps(y[ro8[1]]), bv, acc9);
+        acc10 = _mm512_fmadd_ps(_mm512_set1_ps(y[ro8[2]]), bv, acc10);
+        acc11 = _mm512_fmadd_ps(_mm512_set1_ps(y[ro8[3]]), bv, acc11);
+        acc12 = _mm512_fmadd_ps(_mm512_set1_ps(y[ro8[4]]), bv, acc12);
+        acc13 = _mm512_fmadd_ps(_mm512_set1_ps(y[ro8[5]]), bv, acc13);
+        acc14 = _mm512_fmadd_ps(_mm512_set1_ps(y[ro8[6]]), bv, acc14);
+        acc15 = _mm512_fmadd_ps(_mm512_set1_ps(y[ro8[7]]), bv, acc15);
+    }
+    const __m512 acc[16] = {acc0, acc1, acc2,  acc3,  acc4,  acc5,  acc6,  acc7,
+                            acc8, acc9, acc10, acc11, acc12, acc13, acc14, acc15};
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    const __mmask16 mask = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1u);
+    for (int r = 0; r < rows; r++) {
+        float *dst = c + (size_t)r * ldc;
+        const __m512 v = beta == 0.0f
+                             ? _mm512_mul_ps(va, acc[r])
+                             : _mm512_fmadd_ps(va, acc[r], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask, dst)));
+        _mm512_mask_storeu_ps(dst, mask, v);
+    }
+}
+
+/* C [m, cols] from op(A) (element (i, p) at a[i rs + p cs]) and op(B) already packed: the panels of NR
+ * columns at packed + jr * k (pack_b's layout). */
+AVX512 static void multiply_packed(int m, int cols, int k, float alpha, const float *a, size_t rs, size_t cs,
+                                   const float *packed, float beta, float *c, int ldc)
+{
+    int i0 = 0;
+    if (cols <= 16 && rs == 1) /* one half-panel, op(A) = A^T (its 16 rows side by side in memory): 16 rows at a
+                                * time while more than 8 are left; with rows far apart 16 rows ran slower */
+        for (; m - i0 > MR; i0 += 2 * MR)
+            kernel_16x16(k, a + (size_t)i0 * rs, rs, cs, packed, alpha, beta, c + (size_t)i0 * ldc, ldc,
+                         m - i0 < 2 * MR ? m - i0 : 2 * MR, cols);
+    for (; i0 < m; i0 += MR) {
+        const int tile_rows = m - i0 < MR ? m - i0 : MR;
+        const float *ai = a + (size_t)i0 * rs;
+        for (int jr = 0; jr < cols; jr += NR) {
+            const float *bp = packed + (size_t)jr * k;
+            const int tile_cols = cols - jr < NR ? cols - jr : NR;
+            float *ct = c + (size_t)i0 * ldc + jr;
+            if (tile_cols > 16)
+                kernel_8x32(k, ai, rs, cs, bp, alpha, beta, ct, ldc, tile_rows, tile_cols);
+            else /* the packed panel is still NR wide; the 16-column kernel reads its left half */
+                kernel_8x16(k, ai, rs, cs, bp, alpha, beta, ct, ldc, tile_rows, tile_cols);
+        }
+    }
+}
+
 AVX512 static void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                                 const float *b, int ldb, float beta, float *c, int ldc, float *bbuf, int nc)
 {
@@ -177,20 +249,26 @@ AVX512 static void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k,
     for (int j0 = 0; j0 < n; j0 += nc) {
         const int cols = n - j0 < nc ? n - j0 : nc;
         pack_b(trans_b, b, ldb, j0, cols, k, bbuf);
-        for (int i0 = 0; i0 < m; i0 += MR) {
-            const int tile_rows = m - i0 < MR ? m - i0 : MR;
-            const float *ai = a + (size_t)i0 * rs;
-            for (int jr = 0; jr < cols; jr += NR) {
-                const float *bp = bbuf + (size_t)jr * k;
-                const int tile_cols = cols - jr < NR ? cols - jr : NR;
-                float *ct = c + (size_t)i0 * ldc + j0 + jr;
-                if (tile_cols > 16)
-                    kernel_8x32(k, ai, rs, cs, bp, alpha, beta, ct, ldc, tile_rows, tile_cols);
-                else /* the packed panel is still NR wide; the 16-column kernel reads its left half */
-                    kernel_8x16(k, ai, rs, cs, bp, alpha, beta, ct, ldc, tile_rows, tile_cols);
-            }
-        }
+        multiply_packed(m, cols, k, alpha, a, rs, cs, bbuf, beta, c + j0, ldc);
     }
+}
+
+size_t gemm_avx512_packed_floats(int n, int k)
+{
+    return (size_t)((n + NR - 1) / NR * NR) * (size_t)(k > 0 ? k : 1);
+}
+
+void gemm_avx512_pack_b(bool trans_b, int n, int k, const float *b, int ldb, float *packed)
+{
+    if (n > 0 && k > 0) pack_b(trans_b, b, ldb, 0, n, k, packed);
+}
+
+void gemm_avx512_packed(bool trans_a, int m, int n, int k, float alpha, const float *a, int lda, const float *packed,
+                        float beta, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0) return;
+    const size_t rs = trans_a ? 1 : (size_t)lda, cs = trans_a ? (size_t)lda : 1;
+    multiply_packed(m, n, k, alpha, a, rs, cs, packed, beta, c, ldc);
 }
 
 bool gemm_avx512_available(void)
@@ -236,6 +314,24 @@ bool gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
     (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb;
     (void)beta, (void)c, (void)ldc;
     return false;
+}
+
+size_t gemm_avx512_packed_floats(int n, int k)
+{
+    (void)n, (void)k;
+    return 0;
+}
+
+void gemm_avx512_pack_b(bool trans_b, int n, int k, const float *b, int ldb, float *packed)
+{
+    (void)trans_b, (void)n, (void)k, (void)b, (void)ldb, (void)packed;
+}
+
+void gemm_avx512_packed(bool trans_a, int m, int n, int k, float alpha, const float *a, int lda, const float *packed,
+                        float beta, float *c, int ldc)
+{
+    (void)trans_a, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)packed, (void)beta, (void)c;
+    (void)ldc;
 }
 
 #endif

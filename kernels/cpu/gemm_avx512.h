@@ -12,6 +12,7 @@
 #define SDT_KERNELS_CPU_GEMM_AVX512_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Longest k the kernel takes: a packed column panel of B (k x 32 floats) then stays within L2; a
  * longer product goes to BLAS. A bound on k alone, so every row and column of a product takes one path. */
@@ -25,6 +26,16 @@ bool gemm_avx512_available(void);
  * its packing buffer cannot be allocated: the caller then runs BLAS. */
 bool gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                  int ldb, float beta, float *c, int ldc);
+
+/* B packed once for many products that share it (the attention's key tiles, read by every query tile):
+ * gemm_avx512_packed with op(B) packed by gemm_avx512_pack_b gives gemm_avx512's bits, without packing
+ * op(B) [k, n] again per call. Only where gemm_avx512_available() and 0 < k <= GEMM_AVX512_MAX_K.
+ * gemm_avx512_packed_floats: the packed size (n rounded up to the 32-column panel, times k); the
+ * buffer must be 64-byte aligned (aligned_alloc). */
+size_t gemm_avx512_packed_floats(int n, int k);
+void gemm_avx512_pack_b(bool trans_b, int n, int k, const float *b, int ldb, float *packed);
+void gemm_avx512_packed(bool trans_a, int m, int n, int k, float alpha, const float *a, int lda, const float *packed,
+                        float beta, float *c, int ldc);
 
 /* The same bits, element by element in scalar code (any CPU): the tests' model of gemm_avx512. */
 void gemm_avx512_reference(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda,

@@ -1,8 +1,10 @@
-/* vec_erfcf.c - shared_erfcf over an array, AVX2 + FMA where available, the same bits (vec_erfcf.h). */
+/* vec_erfcf.c - shared_erfcf over an array, AVX2 + FMA where available, the same bits, and GELU's Phi and
+ * derivative through it (vec_erfcf.h). */
 #include "vec_erfcf.h"
 
 #include "shared_math.h"
 #include "vec_expf.h"
+#include "vec_path.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -66,28 +68,15 @@ static int erfcf_avx2_matches_shared(void)
     float x[CHECK], v[CHECK];
     for (int i = 0; i < CHECK; i++) x[i] = -11.0f + 22.0f * (float)i / (float)(CHECK - 1);
     x[0] = 0.0f, x[1] = -0.0f, x[2] = 10.1f, x[3] = -10.1f, x[4] = 1e-30f, x[5] = -1e-30f, x[6] = NAN, x[7] = INFINITY;
-    erfcf_avx2(x, v, CHECK);
-    for (int i = 0; i < CHECK; i++) {
-        const float e = shared_erfcf(x[i]);
-        uint32_t a, b;
-        memcpy(&a, &v[i], 4), memcpy(&b, &e, 4);
-        if (a != b && !(isnan(v[i]) && isnan(e))) return 0;
-    }
-    return 1;
+    return cpu_vec_matches_scalar(erfcf_avx2, shared_erfcf, x, v, CHECK);
 }
 
-/* -1 unknown, 0 scalar, 1 vector; decided once (a race decides it twice, the same way). */
+/* -1 unknown, 0 scalar, 1 vector (vec_path.h). */
 static int erfcf_path = -1;
 
 int cpu_erfcf_array_is_vectorized(void)
 {
-    int path = __atomic_load_n(&erfcf_path, __ATOMIC_RELAXED);
-    if (path < 0) {
-        __builtin_cpu_init();
-        path = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && erfcf_avx2_matches_shared();
-        __atomic_store_n(&erfcf_path, path, __ATOMIC_RELAXED);
-    }
-    return path;
+    return cpu_vec_path(&erfcf_path, erfcf_avx2_matches_shared);
 }
 
 void cpu_erfcf_array(const float *x, float *y, int64_t n)
@@ -97,4 +86,15 @@ void cpu_erfcf_array(const float *x, float *y, int64_t n)
         erfcf_avx2(x, y, n);
     else
         erfcf_scalar(x, y, n);
+}
+
+void cpu_normal_cdf_array(const float *x, float *cdf, float *grad, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) cdf[i] = -x[i] * ACT_INV_SQRT2;
+    cpu_erfcf_array(cdf, cdf, n);
+    for (int64_t i = 0; i < n; i++) cdf[i] = 0.5f * cdf[i];
+    if (!grad) return;
+    for (int64_t i = 0; i < n; i++) grad[i] = -0.5f * x[i] * x[i];
+    cpu_expf_array(grad, grad, n);
+    for (int64_t i = 0; i < n; i++) grad[i] = cdf[i] + x[i] * ACT_INV_SQRT_2PI * grad[i];
 }

@@ -21,4 +21,11 @@ void cpu_erfcf_array(const float *x, float *y, int64_t n);
 /* Whether cpu_erfcf_array takes the vector path in this process (tests). */
 int cpu_erfcf_array_is_vectorized(void);
 
+/* GELU's normal CDF and derivative over an array, for the GELU activation (activation.c) and GEGLU (geglu.c):
+ * cdf[i] = act_normal_cdf(x[i]), Phi = shared_erfcf(-x / sqrt 2) / 2 with the erfc from cpu_erfcf_array, and where
+ * grad is not NULL grad[i] = act_gelu_grad(x[i]), Phi + x / sqrt(2 pi) * e^(-x^2 / 2) with the density's expf from
+ * cpu_expf_array: the scalar expressions' operations in their order, so shared_math.h's bits (expf's for the
+ * density). x, cdf and grad are distinct. */
+void cpu_normal_cdf_array(const float *x, float *cdf, float *grad, int64_t n);
+
 #endif

@@ -1,6 +1,8 @@
 /* vec_expf.c - expf over an array with glibc's bits, AVX2 + FMA where available (vec_expf.h). */
 #include "vec_expf.h"
 
+#include "vec_path.h"
+
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -35,28 +37,15 @@ static int expf_avx2_matches_libm(void)
     float x[CHECK], v[CHECK];
     for (int i = 0; i < CHECK; i++) x[i] = -104.0f + 208.0f * (float)i / (float)(CHECK - 1);
     x[0] = 0.0f, x[1] = -0.0f, x[2] = 88.0f, x[3] = -87.9f, x[4] = 1e-30f, x[5] = -1e-30f, x[6] = NAN, x[7] = INFINITY;
-    expf_avx2(x, v, CHECK);
-    for (int i = 0; i < CHECK; i++) {
-        const float e = expf(x[i]);
-        uint32_t a, b;
-        memcpy(&a, &v[i], 4), memcpy(&b, &e, 4);
-        if (a != b && !(isnan(v[i]) && isnan(e))) return 0;
-    }
-    return 1;
+    return cpu_vec_matches_scalar(expf_avx2, expf, x, v, CHECK);
 }
 
-/* -1 unknown, 0 scalar, 1 vector; decided once (a race decides it twice, the same way). */
+/* -1 unknown, 0 scalar, 1 vector (vec_path.h). */
 static int expf_path = -1;
 
 int cpu_expf_array_is_vectorized(void)
 {
-    int path = __atomic_load_n(&expf_path, __ATOMIC_RELAXED);
-    if (path < 0) {
-        __builtin_cpu_init();
-        path = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && expf_avx2_matches_libm();
-        __atomic_store_n(&expf_path, path, __ATOMIC_RELAXED);
-    }
-    return path;
+    return cpu_vec_path(&expf_path, expf_avx2_matches_libm);
 }
 
 void cpu_expf_array(const float *x, float *y, int64_t n)

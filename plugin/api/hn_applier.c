@@ -17,6 +17,7 @@
 #include "host/status.h"
 #include "hn/hn_file.h"
 #include "hn/hn_hook.h"
+#include "testhooks/test_hooks.h"
 
 #define HN_APPLIER_MAGIC 0x484e6170u /* "HNap" */
 #define HN_APPLIER_MAX_WIDTH 16384u  /* the widest module a file may hold (docs/hypernetworks.md) */
@@ -73,6 +74,7 @@ sdt_status sdt_hn_applier_create(sdt_hn_applier **out, char *err, uint32_t err_s
         why = "Out of memory creating the hypernetwork applier's CPU backend.";
         goto fail;
     }
+    a->be->blas_gemm_only = sdt_test_hook_cpu_blas_gemm();
     a->binding = sdt_hn_binding_create(a->be, &error);
     if (!a->binding) {
         why = error.message;

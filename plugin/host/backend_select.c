@@ -9,6 +9,7 @@
 
 #include "cuda/backend_cuda.h"
 #include "host/host_log.h"
+#include "testhooks/test_hooks.h"
 
 #define CUDA_MODULE_NAME "libsdtrain_cuda.so"
 
@@ -75,6 +76,7 @@ bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cuda_ordinal,
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "cannot create the CPU backend (out of memory)");
         return false;
     }
+    out->be->blas_gemm_only = sdt_test_hook_cpu_blas_gemm();
     return true;
 }
 

@@ -17,6 +17,9 @@
  *   SDTRAIN_FAULT_ENOSPC=<end of a path>       every save to a path ending so (".png", "a.safetensors";
  *                                              "*": every file) fails as on a full disk (ENOSPC),
  *                                              through models/formats/write_fault.h; read at each save
+ *   SDTRAIN_CPU_BLAS_GEMM=1                    the CPU backends run every GEMM through BLAS, as on a CPU
+ *                                              without AVX-512F, so the OPENBLAS_CORETYPE cases check
+ *                                              OpenBLAS's kernels on a machine that has it
  *   SDTRAIN_TEXT_CACHE_OFF=1                   a run that could encode its prompts once (train/text_cache.h,
  *                                              SD3.5's T5 cache train/t5_cache.h) keeps its text encoders
  *                                              and runs them every step, so a test compares the two paths
@@ -40,6 +43,7 @@
 #define SDT_TEST_HOOK_STEP_DELAY_NAME "SDTRAIN_TEST_STEP_DELAY_MS"
 #define SDT_TEST_HOOK_ENOSPC_NAME "SDTRAIN_FAULT_ENOSPC"
 #define SDT_TEST_HOOK_TEXT_CACHE_OFF_NAME "SDTRAIN_TEXT_CACHE_OFF"
+#define SDT_TEST_HOOK_CPU_BLAS_GEMM_NAME "SDTRAIN_CPU_BLAS_GEMM"
 #define SDT_TEST_HOOK_COMM_PROVIDER_SYMBOL "sdt_test_comm_provider"
 
 struct sdt_comm; /* kernels/comm.h */
@@ -55,6 +59,8 @@ unsigned long long sdt_test_hook_memory_limit_mib(void);
 const char *sdt_test_hook_inf_grad(void);
 /* true: treat the backend as one without bf16 arithmetic. */
 bool sdt_test_hook_no_bf16(void);
+/* true: the plugin's CPU backends send every GEMM to BLAS (sdt_backend.blas_gemm_only). */
+bool sdt_test_hook_cpu_blas_gemm(void);
 /* true: keep the text encoders (and SD3.5's T5) even where the text cache (the T5 cache) could replace them. */
 bool sdt_test_hook_text_cache_off(void);
 /* The test program's communicator for rank of world_size, or NULL (always, in production). */

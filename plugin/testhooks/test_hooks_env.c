@@ -38,6 +38,12 @@ bool sdt_test_hook_no_bf16(void)
     return text && strcmp(text, "1") == 0;
 }
 
+bool sdt_test_hook_cpu_blas_gemm(void)
+{
+    const char *text = getenv(SDT_TEST_HOOK_CPU_BLAS_GEMM_NAME);
+    return text && strcmp(text, "1") == 0;
+}
+
 bool sdt_test_hook_text_cache_off(void)
 {
     const char *text = getenv(SDT_TEST_HOOK_TEXT_CACHE_OFF_NAME);

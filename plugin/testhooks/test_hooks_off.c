@@ -28,6 +28,11 @@ unsigned sdt_test_hook_step_delay_ms(void)
     return 0;
 }
 
+bool sdt_test_hook_cpu_blas_gemm(void)
+{
+    return false;
+}
+
 bool sdt_test_hook_text_cache_off(void)
 {
     return false;

@@ -69,6 +69,9 @@ if [ -n "${E2E_BLAS_CORE:-}" ]; then
         exit 77
     fi
     [ "$blas_core" = "$OPENBLAS_CORETYPE" ] || fail "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE did not reach the plugin's OpenBLAS (it took $blas_core)"
+    # A CPU with AVX-512F runs most GEMMs in the plugin's own kernel, whatever the core: these cases run
+    # the plugin's test build with every GEMM through OpenBLAS, as a CPU without AVX-512F does.
+    export SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_CPU_BLAS_GEMM=1
 fi
 
 # Options every training here shares: the tiny demo model at its 64x64 size, on the CPU.
@@ -157,6 +160,12 @@ expect_untouched() {
 
 # csv_last_step CSV: the step of the last row (empty when there is none).
 csv_last_step() { tail -n +2 "$1" 2>/dev/null | tail -n 1 | cut -d, -f1; }
+
+# expect_csv_precision CSV PRECISION WHAT: every step of a loss CSV ran in PRECISION (its 8th column).
+expect_csv_precision() {
+    [ "$(tail -n +2 "$1" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "$2 " ] ||
+        fail "$3: the steps are not all $2 ($(tail -n +2 "$1" | cut -d, -f8 | tr '\n' ' '))"
+}
 
 # emb_diff A B: prints the max relative difference of two embeddings' emb_params (python3).
 emb_diff() {

@@ -25,52 +25,53 @@ print(hashlib.sha256(raw[8 + n + b0: 8 + n + b1]).hexdigest())
 PY
 }
 
-# flow_check_every_table "TABLES" TRAIN_ARGS...: every table trains 8 steps (fresh/star.safetensors copied to all/):
-# the validation loss on the training image goes down, the preview of step 8 renders, each of TABLES moves; the
-# run's log stays in $ERR for the caller's own checks.
-flow_check_every_table() {
-    local tables=$1 first last k
-    shift
-    mkdir -p all && cp fresh/star.safetensors all/
-    run_host train "$@" --embedding all/star.safetensors --max-steps 8 --learn-rate 0.05 --log-dir all/logs \
-        --validation-dir data --validate-every 1 --preview-every 8
-    expect_rc 0 "train every table"
-    first=$(grep -m1 -oE 'step 1: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
-    last=$(grep -oE 'step 8: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
-    [ -n "$first" ] && [ -n "$last" ] || fail "no validation losses in the log"
-    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
-        fail "the validation loss did not go down on the training image: $first at step 1, $last at step 8"
-    expect_file "$(run_folder all/logs star)/images/star-8.png" "the preview of step 8"
-    for k in $tables; do
-        [ "$(table_bytes all/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
-            fail "training every table left $k unchanged"
+# flow_expect_moved FILE "TABLES" WHAT: each of TABLES in FILE differs from fresh/star.safetensors' (WHAT: the run).
+flow_expect_moved() {
+    local k
+    for k in $2; do
+        [ "$(table_bytes "$1" $k)" != "$(table_bytes fresh/star.safetensors $k)" ] || fail "$3 left $k unchanged"
     done
 }
 
-# flow_check_bf16 "TABLES" TRAIN_ARGS...: every table trains 8 steps with --precision bf16 (fresh/star.safetensors
-# copied to bf16/; the transformer's activations in bf16, as the encoders'): the run stays in bf16, the validation
-# loss on the training image is finite and goes down, the preview of step 8 renders, each of TABLES moves.
-flow_check_bf16() {
-    local tables=$1 first last k
-    shift
-    mkdir -p bf16 && cp fresh/star.safetensors bf16/
-    run_host train "$@" --embedding bf16/star.safetensors --max-steps 8 --learn-rate 0.05 --log-dir bf16/logs \
-        --validation-dir data --validate-every 1 --preview-every 8 --precision bf16
-    expect_rc 0 "train every table in bf16"
-    tail -n +2 "$(run_folder bf16/logs star)/textual_inversion_loss.csv" | grep -q bf16 ||
-        fail "the bf16 run's CSV does not say bf16"
-    first=$(grep -m1 -oE 'step 1: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
-    last=$(grep -oE 'step 8: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
-    [ -n "$first" ] && [ -n "$last" ] || fail "bf16: no finite validation losses in the log"
-    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
-        fail "bf16: the validation loss did not go down on the training image: $first at step 1, $last at step 8"
-    echo "bf16: validation loss $first at step 1, $last at step 8"
-    expect_file "$(run_folder bf16/logs star)/images/star-8.png" "the bf16 run's preview of step 8"
-    for k in $tables; do
-        [ "$(table_bytes bf16/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
-            fail "training in bf16 left $k unchanged"
+# flow_expect_kept FILE "TABLES" WHAT: each of TABLES in FILE has fresh/star.safetensors' bytes (WHAT: the run).
+flow_expect_kept() {
+    local k
+    for k in $2; do
+        [ "$(table_bytes "$1" $k)" = "$(table_bytes fresh/star.safetensors $k)" ] || fail "$3 changed the $k table"
     done
 }
+
+# flow_train_every_table DIR PRECISION "TABLES" TRAIN_ARGS...: every table trains 8 steps (fresh/star.safetensors
+# copied to DIR/; PRECISION empty: the default, else --precision PRECISION and every step of the CSV in it): the
+# validation loss on the training image is finite and goes down, the preview of step 8 renders, each of TABLES moves;
+# the run's log stays in $ERR for the caller's own checks.
+flow_train_every_table() {
+    local dir=$1 precision=$2 tables=$3 first last
+    local in=${precision:+ in $precision} tag=${precision:+$precision: } extra=()
+    shift 3
+    [ -z "$precision" ] || extra=(--precision "$precision")
+    mkdir -p "$dir" && cp fresh/star.safetensors "$dir/"
+    run_host train "$@" --embedding "$dir/star.safetensors" --max-steps 8 --learn-rate 0.05 --log-dir "$dir/logs" \
+        --validation-dir data --validate-every 1 --preview-every 8 "${extra[@]}"
+    expect_rc 0 "train every table$in"
+    [ -z "$precision" ] ||
+        expect_csv_precision "$(run_folder "$dir/logs" star)/textual_inversion_loss.csv" "$precision" "$precision"
+    first=$(grep -m1 -oE 'step 1: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
+    last=$(grep -oE 'step 8: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
+    [ -n "$first" ] && [ -n "$last" ] || fail "${tag}no finite validation losses in the log"
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+        fail "${tag}the validation loss did not go down on the training image: $first at step 1, $last at step 8"
+    echo "${tag}validation loss $first at step 1, $last at step 8"
+    expect_file "$(run_folder "$dir/logs" star)/images/star-8.png" "the preview of step 8$in"
+    flow_expect_moved "$dir/star.safetensors" "$tables" "training every table$in"
+}
+
+# flow_check_every_table "TABLES" TRAIN_ARGS...: flow_train_every_table in all/, the default precision.
+flow_check_every_table() { flow_train_every_table all "" "$@"; }
+
+# flow_check_bf16 "TABLES" TRAIN_ARGS...: flow_train_every_table in bf16/ with --precision bf16 (the transformer's
+# activations in bf16, as the encoders').
+flow_check_bf16() { flow_train_every_table bf16 bf16 "$@"; }
 
 # flow_check_fp16 "TABLES" TRAIN_ARGS...: --precision fp16 on a transformer family (which overflows fp16 at full size),
 # 2 steps each (fresh/star.safetensors copied to fp16/ and fp16nobf/): where the device has bf16 (the CPU) the run
@@ -78,7 +79,7 @@ flow_check_bf16() {
 # it stays fp16 with the transformer's activations in f32, says so, and trains: no fallback, every step fp16 in the
 # CSV, every table of TABLES moves and stays finite.
 flow_check_fp16() {
-    local tables=$1 csv k
+    local tables=$1
     shift
     mkdir -p fp16 fp16nobf && cp fresh/star.safetensors fp16/ && cp fresh/star.safetensors fp16nobf/
     run_host train "$@" --embedding fp16/star.safetensors --max-steps 2 --learn-rate 0.05 --log-dir fp16/logs \
@@ -86,41 +87,30 @@ flow_check_fp16() {
     expect_rc 0 "train with --precision fp16"
     [ "$(grep -c "training in bf16 instead of fp16: .*'s transformer overflows in fp16" "$ERR")" = 1 ] ||
         fail "fp16 with bf16: the switch to bf16 is not said once"
-    csv=$(run_folder fp16/logs star)/textual_inversion_loss.csv
-    [ "$(tail -n +2 "$csv" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "bf16 " ] ||
-        fail "fp16 with bf16: the steps are not all bf16 ($(tail -n +2 "$csv" | cut -d, -f8 | tr '\n' ' '))"
+    expect_csv_precision "$(run_folder fp16/logs star)/textual_inversion_loss.csv" bf16 "fp16 with bf16"
     SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_DEVICE_NO_BF16=1 run_host train "$@" --embedding fp16nobf/star.safetensors \
         --max-steps 2 --learn-rate 0.05 --log-dir fp16nobf/logs --preview-every 0 --precision fp16
     expect_rc 0 "train with --precision fp16 on a device without bf16"
     [ "$(grep -c "'s transformer overflows in fp16 .* no bf16: the weights stay in fp16 and the transformer computes its activations in fp32" "$ERR")" = 1 ] ||
         fail "fp16 without bf16: the fp32 transformer activations are not said once"
     grep -q "instead of fp16" "$ERR" && fail "fp16 without bf16: the run says it switched precision"
-    csv=$(run_folder fp16nobf/logs star)/textual_inversion_loss.csv
-    [ "$(tail -n +2 "$csv" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "fp16 " ] ||
-        fail "fp16 without bf16: the steps are not all fp16 ($(tail -n +2 "$csv" | cut -d, -f8 | tr '\n' ' '))"
+    expect_csv_precision "$(run_folder fp16nobf/logs star)/textual_inversion_loss.csv" fp16 "fp16 without bf16"
     run_host inspect fp16nobf/star.safetensors
     grep -q "finite:      yes" "$OUT" || fail "fp16 without bf16: the embedding is not finite"
-    for k in $tables; do
-        [ "$(table_bytes fp16nobf/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
-            fail "fp16 without bf16 left $k unchanged"
-    done
+    flow_expect_moved fp16nobf/star.safetensors "$tables" "fp16 without bf16"
 }
 
 # flow_check_t5_alone "CLIP_TABLES" TRAIN_ARGS...: T5 only with its own rate (fresh/star.safetensors copied to t5/):
 # the CLIP tables keep their bytes, t5xxl moves, the state holds the table's own keys.
 flow_check_t5_alone() {
-    local clip_tables=$1 k state
+    local clip_tables=$1 state
     shift
     mkdir -p t5 && cp fresh/star.safetensors t5/
     run_host train "$@" --embedding t5/star.safetensors --max-steps 2 --learn-rate 0.05 --log-dir t5/logs \
         --encoders t5xxl --lr-t5xxl 0.2 --preview-every 0
     expect_rc 0 "train the T5 table only"
-    for k in $clip_tables; do
-        [ "$(table_bytes t5/star.safetensors $k)" = "$(table_bytes fresh/star.safetensors $k)" ] ||
-            fail "training T5 only changed the $k table"
-    done
-    [ "$(table_bytes t5/star.safetensors t5xxl)" != "$(table_bytes fresh/star.safetensors t5xxl)" ] ||
-        fail "training T5 only left t5xxl unchanged"
+    flow_expect_kept t5/star.safetensors "$clip_tables" "training T5 only"
+    flow_expect_moved t5/star.safetensors t5xxl "training T5 only"
     state=$(run_folder t5/logs star)/star.state.safetensors
     table_bytes "$state" t5xxl.adamw_m >/dev/null 2>&1 || fail "the state has no t5xxl.adamw_m"
     table_bytes "$state" clip_l.adamw_m >/dev/null 2>&1 && fail "the state has moments of a table that did not train"

@@ -40,23 +40,25 @@ start_serve() {
     trap 'stop_serve; e2e_cleanup' EXIT
 }
 
-# stop_serve: Ctrl-C's signal; the panel interrupts its runs, which save, and exits.
+# stop_serve [SIGNAL]: Ctrl-C's signal (or SIGNAL: TERM, HUP); the panel interrupts its runs, which save,
+# and exits 0.
 stop_serve() {
     [ -n "$SERVE_PID" ] || return 0
-    kill -INT "$SERVE_PID" 2>/dev/null
+    local sig=${1:-INT}
+    kill -"$sig" "$SERVE_PID" 2>/dev/null
     local i
     for i in $(seq 1 300); do
         kill -0 "$SERVE_PID" 2>/dev/null || break
         sleep 0.1
     done
     if kill -0 "$SERVE_PID" 2>/dev/null; then
-        fail "sdt-host serve did not stop within 30 s of SIGINT"
+        fail "sdt-host serve did not stop within 30 s of SIG$sig"
         kill -KILL "$SERVE_PID" 2>/dev/null
     fi
     wait "$SERVE_PID" 2>/dev/null
     SERVE_RC=$?
     SERVE_PID=
-    [ "$SERVE_RC" = 0 ] || { fail "sdt-host serve exited with $SERVE_RC after SIGINT"; tail -n 30 "$SERVE_ERR" | sed 's/^/    | /' >&2; }
+    [ "$SERVE_RC" = 0 ] || { fail "sdt-host serve exited with $SERVE_RC after SIG$sig"; tail -n 30 "$SERVE_ERR" | sed 's/^/    | /' >&2; }
     if grep -qE 'CRITICAL|WARNING|ERROR: AddressSanitizer|runtime error:' "$SERVE_ERR"; then
         fail "sdt-host serve complained:"
         tail -n 30 "$SERVE_ERR" | sed 's/^/    | /' >&2

@@ -145,9 +145,7 @@ SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_DEVICE_NO_BF16=1 run_host "${TRAIN[@]}" 
 expect_rc 0 "train SDXL in fp16 on a device without bf16"
 grep -q "the VAE encodes and decodes in fp32, the rest trains in fp16" "$OUT" "$ERR" ||
     fail "fp16 without bf16: the fp32 VAE is not said"
-csv=$(run_folder fp16-nobf16/logs sxl)/textual_inversion_loss.csv
-[ "$(tail -n +2 "$csv" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "fp16 " ] ||
-    fail "fp16 without bf16: the steps are not all fp16 ($(tail -n +2 "$csv" | cut -d, -f8 | tr '\n' ' '))"
+expect_csv_precision "$(run_folder fp16-nobf16/logs sxl)/textual_inversion_loss.csv" fp16 "fp16 without bf16"
 cp -r sdxl-diffusers sdxl-fp16fix
 python3 - sdxl-fp16fix/vae/config.json <<'PY'
 import json, sys
@@ -159,8 +157,7 @@ run_host "${TRAIN[@]/sdxl.safetensors/sdxl-fp16fix}" --embedding fp16-fix/sxl.sa
 expect_rc 0 "train SDXL in fp16 with a force_upcast false VAE"
 grep -q "training in fp16 as asked: the VAE's config says force_upcast false" "$OUT" "$ERR" ||
     fail "the fp16-fix VAE (force_upcast false) is not recognised"
-csv=$(run_folder fp16-fix/logs sxl)/textual_inversion_loss.csv
-[ "$(tail -n +2 "$csv" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "fp16 " ] || fail "the fp16-fix run's steps are not fp16"
+expect_csv_precision "$(run_folder fp16-fix/logs sxl)/textual_inversion_loss.csv" fp16 "the fp16-fix run"
 
 # an SDXL inpainting model (a 9-channel UNet: latent, mask, masked-image latent) trains, previews and generates as
 # the SD 1.x inpainting models do: conditioned on a full mask over a grey image

@@ -9,7 +9,8 @@
 #              names each run's log folder, and follows no link out of the logs folder
 #              a run with only a CSV whose folder holds one with other columns warns once, not every step
 #   gpus       a run's GPU list (gpus=) is read and checked (the plugin's threads: serve is one process)
-#   listen     the address printed is the one given to --listen (::1, 127.0.0.2)
+#   listen     the address printed is the one given to --listen (::1, 127.0.0.2); SIGHUP and SIGTERM
+#              stop the panel as Ctrl-C does
 HERE=$(cd "$(dirname "$0")" && pwd) # e2e_lib.sh moves into the work folder
 source "$HERE/e2e_lib.sh"
 source "$HERE/serve_lib.sh"
@@ -140,12 +141,12 @@ stop_serve
 start_serve --listen 127.0.0.2
 case $SERVE_URL in http://127.0.0.2:*) ;; *) fail "--listen 127.0.0.2 printed $SERVE_URL" ;; esac
 http "the printed address" 200 "$SERVE_BASE/api/setup"
-stop_serve
+stop_serve HUP # a closed terminal stops the panel as Ctrl-C does
 if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
     start_serve --listen ::1
     case $SERVE_URL in "http://[::1]:"*) ;; *) fail "--listen ::1 printed $SERVE_URL" ;; esac
     http "the printed IPv6 address" 200 -g "$SERVE_BASE/api/setup"
-    stop_serve
+    stop_serve TERM
 else
     echo "note: no IPv6 loopback here; --listen ::1 is not checked"
 fi

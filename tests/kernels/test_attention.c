@@ -5,7 +5,9 @@
  * a float64 reference and finite differences, backward writing its gradients over NaN and 1e30
  * (it writes them, ops.h); and f16 q, k, v whose logits pass f16's range
  * (diffusers' upcast_attention case: SD 2.1 in fp16) stay finite and right, since the logits
- * and the softmax are fp32 whatever the storage. */
+ * and the softmax are fp32 whatever the storage. Backward runs whole heads as units on one thread (each tile
+ * pair's probabilities once) and tiles in two passes on three (the cases above): bit for bit the same. */
+#include "cpu/gemm_avx512.h"
 #include "op_check.h"
 
 typedef struct attn_ref {
@@ -235,6 +237,74 @@ static void check_rejects(sdt_backend *be)
                      "attention_backward", "lse without forward's out");
 }
 
+/* Backward on one thread (whole heads per unit: head_unit) and on three (few heads: the dk/dv and dq passes;
+ * 12 heads: whole heads side by side) writes the same bits, with and without the saved lse, causal and cross, over several tiles. */
+static void check_whole_heads_same_bits(sdt_backend *three, sdt_test_rng *rng)
+{
+    sdt_backend *one = sdt_backend_cpu_create(1);
+    CHECK(one != NULL, "cannot create a 1-thread CPU backend");
+    if (!one) return;
+    /* the last shape has B x H = 12 = 4 x 3 heads: whole heads on three threads too (units side by side) */
+    static const int64_t shapes[][5] = {
+        {2, 150, 150, 2, 4}, {1, 70, 260, 2, 3}, {3, 9, 77, 2, 32}, {1, 64, 128, 1, 8}, {4, 70, 140, 3, 8}};
+    for (int s = 0; s < 5; s++)
+        for (int variant = 0; variant < 2; variant++) {
+            const int64_t b = shapes[s][0], tq = shapes[s][1], tk = shapes[s][2], h = shapes[s][3], d = shapes[s][4];
+            const bool causal = s == 0 && variant == 0, save_lse = variant == 0;
+            const int64_t nq = b * tq * h * d, nk = b * tk * h * d, qs[3] = {b, tq, h * d}, ks[3] = {b, tk, h * d},
+                          ls[3] = {b, h, tq};
+            float *q = kt_randn(rng, nq, 1.0), *k = kt_randn(rng, nk, 1.0), *v = kt_randn(rng, nk, 1.0),
+                  *dout = kt_randn(rng, nq, 1.0), *out = kt_randn(rng, nq, 1.0), *lse = kt_randn(rng, b * h * tq, 1.0);
+            float *grads[2][3];
+            sdt_tensor tq_ = op_tensor(q, 3, qs), tk_ = op_tensor(k, 3, ks), tv = op_tensor(v, 3, ks),
+                       tdo = op_tensor(dout, 3, qs), to = op_tensor(out, 3, qs), tl = op_tensor(lse, 3, ls);
+            CHECK(one->attention_forward(one, &to, &tl, &tq_, &tk_, &tv, (int)h, causal) == 0, "forward failed");
+            for (int t = 0; t < 2; t++) {
+                sdt_backend *be = t == 0 ? one : three;
+                grads[t][0] = kt_randn(rng, nq, 1.0), grads[t][1] = kt_randn(rng, nk, 1.0);
+                grads[t][2] = kt_randn(rng, nk, 1.0);
+                sdt_tensor dq = op_tensor(grads[t][0], 3, qs), dk = op_tensor(grads[t][1], 3, ks),
+                           dv = op_tensor(grads[t][2], 3, ks);
+                CHECK(be->attention_backward(be, &dq, &dk, &dv, &tdo, &tq_, &tk_, &tv, save_lse ? &to : NULL,
+                                             save_lse ? &tl : NULL, (int)h, causal) == 0,
+                      "backward failed: %s", be->error.message);
+            }
+            const char *names[3] = {"dq", "dk", "dv"};
+            for (int g = 0; g < 3; g++)
+                CHECK(memcmp(grads[0][g], grads[1][g], sizeof(float) * (size_t)(g == 0 ? nq : nk)) == 0,
+                      "B%lld Tq%lld Tk%lld H%lld D%lld%s%s: %s on 1 thread (whole heads) differs from 3 threads",
+                      (long long)b, (long long)tq, (long long)tk, (long long)h, (long long)d, causal ? " causal" : "",
+                      save_lse ? "" : " recomputed", names[g]);
+            for (int t = 0; t < 2; t++)
+                for (int g = 0; g < 3; g++) free(grads[t][g]);
+            free(q), free(k), free(v), free(dout), free(out), free(lse);
+        }
+    one->destroy(one);
+}
+
+/* blas_gemm_only (the core-variant tests' hook) sends the attention's tile products to BLAS too, not to the
+ * packed AVX-512 kernel: at d = 64 BLAS's sums are ordered otherwise, so the forward's bits differ. */
+static void check_blas_gemm_only(sdt_test_rng *rng)
+{
+    if (!gemm_avx512_available()) return; /* both are BLAS there */
+    sdt_backend *own = sdt_backend_cpu_create(1), *blas = sdt_backend_cpu_create(1);
+    CHECK(own && blas, "cannot create the CPU backends");
+    if (own && blas) {
+        blas->blas_gemm_only = true;
+        const int64_t n = 64 * 64, shape[3] = {1, 64, 64};
+        float *q = kt_randn(rng, n, 1.0), *out_own = kt_randn(rng, n, 1.0), *out_blas = kt_randn(rng, n, 1.0);
+        sdt_tensor tq_ = op_tensor(q, 3, shape), to = op_tensor(out_own, 3, shape), tb = op_tensor(out_blas, 3, shape);
+        CHECK(own->attention_forward(own, &to, NULL, &tq_, &tq_, &tq_, 1, false) == 0 &&
+                  blas->attention_forward(blas, &tb, NULL, &tq_, &tq_, &tq_, 1, false) == 0,
+              "forward failed");
+        CHECK(memcmp(out_own, out_blas, sizeof(float) * (size_t)n) != 0,
+              "blas_gemm_only: the attention's products did not go to BLAS (the same bits as the AVX-512 kernel)");
+        free(q), free(out_own), free(out_blas);
+    }
+    if (own) own->destroy(own);
+    if (blas) blas->destroy(blas);
+}
+
 int main(void)
 {
     printf("op: attention\n");
@@ -251,6 +321,8 @@ int main(void)
     run_case(be, &rng, 1, 150, 150, 1, 4, true, true, SDT_F32);  /* causal across tiles */
     run_case(be, &rng, 1, 70, 260, 2, 3, false, false, SDT_F32); /* cross, recomputed */
     check_logits_past_f16(be, &rng);
+    check_whole_heads_same_bits(be, &rng);
+    check_blas_gemm_only(&rng);
     check_rejects(be);
     be->destroy(be);
     return sdt_test_finish("test_attention");

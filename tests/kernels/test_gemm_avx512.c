@@ -6,8 +6,11 @@
  *   A and B in blocks of exactly their size (a sanitizer build sees a read past them);
  * - a row's bits do not depend on its place in the call or the call's size (a 1 x n product against the
  *   same row inside m = 77 at each offset), nor a column's on n;
- * - cpu_sgemm split over 2 threads gives the 1-thread bits (the panels' boundaries change nothing).
+ * - cpu_sgemm split over 2 threads gives the 1-thread bits (the panels' boundaries change nothing);
+ * - B packed once (gemm_avx512_pack_b) and multiplied by gemm_avx512_packed: the model's bits on every
+ *   case above, twice from the same panels (the attention reuses one packed key tile over its query tiles).
  * Without AVX-512F only the model's part runs (the kernel's cases say so and are skipped). */
+#include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -100,6 +103,20 @@ static void run_case(const gemm_case *g, bool kernel)
     free(a), free(b);
     CHECK(same_bits(c_kernel, c_model, cn), "kernel %dx%dx%d ta %d tb %d alpha %g beta %g: bits differ from the model",
           g->m, g->n, g->k, g->ta, g->tb, (double)g->alpha, (double)g->beta);
+    if (g->k == 0) return; /* the packed entry takes 0 < k only */
+    /* B packed once, then the product twice from the same panels (the second must not see the first). */
+    const size_t floats = gemm_avx512_packed_floats(g->n, g->k);
+    float *packed = aligned_alloc(64, (sizeof(float) * floats + 63) / 64 * 64);
+    CHECK(packed != NULL, "out of memory");
+    if (!packed) return;
+    gemm_avx512_pack_b(g->tb, g->n, g->k, b_buf, g->ldb, packed);
+    for (int pass = 0; pass < 2; pass++) {
+        memcpy(c_kernel, c_start, sizeof(float) * cn);
+        gemm_avx512_packed(g->ta, g->m, g->n, g->k, g->alpha, a_buf, g->lda, packed, g->beta, c_kernel, g->ldc);
+        CHECK(same_bits(c_kernel, c_model, cn), "packed %dx%dx%d ta %d tb %d pass %d: bits differ from the model", g->m,
+              g->n, g->k, g->ta, g->tb, pass);
+    }
+    free(packed);
 }
 
 static gemm_case make_case(bool ta, bool tb, int m, int n, int k, float alpha, float beta)
@@ -163,6 +180,23 @@ static void check_threads(void)
     if (two) two->destroy(two);
 }
 
+/* blas_gemm_only (what the tests' GEMM hook sets): cpu_sgemm gives BLAS's own bits, every shape. */
+static void check_blas_only(void)
+{
+    sdt_backend *be = sdt_backend_cpu_create(1);
+    CHECK(be != NULL, "cannot create the CPU backend");
+    if (!be) return;
+    be->blas_gemm_only = true;
+    gemm_case g = make_case(false, true, 33, 77, 40, 1.0f, 0.0f);
+    for (size_t i = 0; i < sizeof a_buf / sizeof *a_buf; i++) a_buf[i] = next_value();
+    for (size_t i = 0; i < sizeof b_buf / sizeof *b_buf; i++) b_buf[i] = next_value();
+    cpu_sgemm(be, g.ta, g.tb, g.m, g.n, g.k, 1.0f, a_buf, g.lda, b_buf, g.ldb, 0.0f, c_kernel, g.ldc);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.m, g.n, g.k, 1.0f, a_buf, g.lda, b_buf, g.ldb, 0.0f, c_model,
+                g.ldc);
+    CHECK(same_bits(c_model, c_kernel, (size_t)g.m * g.ldc), "blas_gemm_only: cpu_sgemm is not BLAS's result");
+    be->destroy(be);
+}
+
 int main(void)
 {
     const bool kernel = gemm_avx512_available();
@@ -184,6 +218,7 @@ int main(void)
     if (kernel) {
         check_place_independence();
         check_threads();
+        check_blas_only();
         CHECK(!gemm_avx512(false, false, 2, 2, GEMM_AVX512_MAX_K + 1, 1.0f, a_buf, GEMM_AVX512_MAX_K + 1, b_buf, 2,
                            0.0f, c_kernel, 2),
               "k over GEMM_AVX512_MAX_K must go to BLAS");

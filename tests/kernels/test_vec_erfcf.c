@@ -8,7 +8,8 @@
  *  - an input gives the same bits wherever it sits: every length 0..19 at every start offset 0..3
  *    against one-element calls, a special value in each lane, and in place (y == x); a value that
  *    depended on its place would make a row's output depend on the batch;
- *  - act_normal_cdf is 0.5 * shared_erfcf(-x / sqrt 2): GELU is computed with this erfc. */
+ *  - act_normal_cdf is 0.5 * shared_erfcf(-x / sqrt 2): GELU is computed with this erfc; cpu_normal_cdf_array
+ *    (the CPU's GELU and GEGLU) gives act_normal_cdf's and act_gelu_grad's bits. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -16,20 +17,7 @@
 #include "cpu/vec_erfcf.h"
 #include "sdt_test.h"
 #include "shared_math.h"
-
-static int same_bits(float a, float b)
-{
-    uint32_t ua, ub;
-    memcpy(&ua, &a, 4), memcpy(&ub, &b, 4);
-    return ua == ub || (isnan(a) && isnan(b));
-}
-
-static float from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+#include "vec_array_check.h"
 
 static float erfc_one(float x)
 {
@@ -57,14 +45,12 @@ int main(void)
     int64_t inaccurate = 0, differ = 0, inexact = 0, checked = 0;
     double worst = 0;
     uint64_t u = 0;
-    while (u < (1ULL << 32)) {
-        int n = 0;
-        for (; n < CHUNK && u < (1ULL << 32); n++, u += 251) x[n] = from_bits((uint32_t)u);
+    for (int n; (n = vac_next_patterns(x, CHUNK, &u)) > 0;) {
         cpu_erfcf_array(x, y, n);
         for (int i = 0; i < n; i++) {
             checked++;
             const float s = shared_erfcf(x[i]);
-            if (!same_bits(y[i], s) && differ++ < 5)
+            if (!vac_same_bits(y[i], s) && differ++ < 5)
                 fprintf(stderr, "erfc(%a): the array gives %a, shared_erfcf %a\n", (double)x[i], (double)y[i],
                         (double)s);
             if (isnan(x[i])) {
@@ -73,7 +59,7 @@ int main(void)
             }
             const double e = ulp_error(x[i], s);
             worst = e > worst ? e : worst;
-            inexact += !same_bits(s, (float)erfc((double)x[i]));
+            inexact += !vac_same_bits(s, (float)erfc((double)x[i]));
             if (!(e <= 1.0) && inaccurate++ < 5)
                 fprintf(stderr, "shared_erfcf(%a) = %a, erfc in double %a: %.3f ulp\n", (double)x[i], (double)s,
                         erfc((double)x[i]), e);
@@ -85,23 +71,15 @@ int main(void)
     CHECK(differ == 0, "%lld of the strided bit patterns differ between cpu_erfcf_array and shared_erfcf",
           (long long)differ);
 
-    float src[32], dst[32];
+    float src[32];
     for (int i = 0; i < 32; i++) src[i] = -4.1f + 0.29f * (float)i;
-    for (int offset = 0; offset < 4; offset++)
-        for (int n = 0; n < 20; n++) {
-            for (int i = 0; i < 32; i++) dst[i] = -1.0f;
-            cpu_erfcf_array(src + offset, dst + offset, n);
-            int ok = 1;
-            for (int i = 0; i < 32; i++)
-                ok &= same_bits(dst[i], i >= offset && i < offset + n ? erfc_one(src[i]) : -1.0f);
-            CHECK(ok, "length %d at offset %d: a value depends on its place or a neighbour was written", n, offset);
-        }
+    vac_check_places(cpu_erfcf_array, erfc_one, src, "cpu_erfcf_array against one-element calls");
 
     const float special[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 10.05f, 10.1f, -10.1f, 1e-40f, -3.9f};
     const float expect[] = {0.0f, 2.0f, NAN, 1.0f, 1.0f, -1.0f /* unchecked */, 0.0f, 2.0f, 1.0f, 2.0f};
     for (size_t s = 0; s < sizeof special / sizeof special[0]; s++) {
         if (expect[s] != -1.0f)
-            CHECK(same_bits(erfc_one(special[s]), expect[s]) && same_bits(shared_erfcf(special[s]), expect[s]),
+            CHECK(vac_same_bits(erfc_one(special[s]), expect[s]) && vac_same_bits(shared_erfcf(special[s]), expect[s]),
                   "erfc(%a) = %a (shared_erfcf %a), expected %a", (double)special[s], (double)erfc_one(special[s]),
                   (double)shared_erfcf(special[s]), (double)expect[s]);
         for (int lane = 0; lane < 4; lane++) {
@@ -109,7 +87,7 @@ int main(void)
             v[lane] = special[s];
             cpu_erfcf_array(v, w, 4);
             int ok = 1;
-            for (int i = 0; i < 4; i++) ok &= same_bits(w[i], erfc_one(v[i]));
+            for (int i = 0; i < 4; i++) ok &= vac_same_bits(w[i], erfc_one(v[i]));
             CHECK(ok, "special value %a in lane %d changes a lane's result", (double)special[s], lane);
         }
     }
@@ -118,15 +96,27 @@ int main(void)
     memcpy(copy, inplace, sizeof inplace);
     cpu_erfcf_array(inplace, inplace, 7);
     int ok = 1;
-    for (int i = 0; i < 7; i++) ok &= same_bits(inplace[i], erfc_one(copy[i]));
+    for (int i = 0; i < 7; i++) ok &= vac_same_bits(inplace[i], erfc_one(copy[i]));
     CHECK(ok, "in place (y == x) differs from out of place");
 
-    int cdf_differ = 0;
-    for (int i = -2000; i <= 2000; i++) {
-        const float g = (float)i / 128.0f;
-        cdf_differ += !same_bits(act_normal_cdf(g), 0.5f * shared_erfcf(-g * ACT_INV_SQRT2));
+    enum { NCDF = 4001 };
+    float *g = malloc(sizeof(float) * NCDF * 4), *cdf = g + NCDF, *grad = cdf + NCDF, *cdf_alone = grad + NCDF;
+    if (!g) return 1;
+    for (int i = 0; i < NCDF; i++) g[i] = (float)(i - NCDF / 2) / 128.0f;
+    cpu_normal_cdf_array(g, cdf, grad, NCDF);
+    cpu_normal_cdf_array(g, cdf_alone, NULL, NCDF);
+    int cdf_differ = 0, grad_differ = 0, alone_differ = 0;
+    for (int i = 0; i < NCDF; i++) {
+        cdf_differ += !vac_same_bits(act_normal_cdf(g[i]), 0.5f * shared_erfcf(-g[i] * ACT_INV_SQRT2)) ||
+                      !vac_same_bits(cdf[i], act_normal_cdf(g[i]));
+        grad_differ += !vac_same_bits(grad[i], act_gelu_grad(g[i]));
+        alone_differ += !vac_same_bits(cdf_alone[i], cdf[i]);
     }
-    CHECK(cdf_differ == 0, "act_normal_cdf differs from 0.5 * shared_erfcf(-x / sqrt 2) at %d points", cdf_differ);
+    CHECK(cdf_differ == 0,
+          "act_normal_cdf, 0.5 * shared_erfcf(-x / sqrt 2) and cpu_normal_cdf_array differ at %d points", cdf_differ);
+    CHECK(grad_differ == 0, "cpu_normal_cdf_array's derivative differs from act_gelu_grad at %d points", grad_differ);
+    CHECK(alone_differ == 0, "cpu_normal_cdf_array's Phi without the derivative differs at %d points", alone_differ);
+    free(g);
     free(x), free(y);
     return sdt_test_finish("vec_erfcf");
 }

@@ -10,20 +10,7 @@
 
 #include "cpu/vec_expf.h"
 #include "sdt_test.h"
-
-static int same_bits(float a, float b)
-{
-    uint32_t ua, ub;
-    memcpy(&ua, &a, 4), memcpy(&ub, &b, 4);
-    return ua == ub || (isnan(a) && isnan(b));
-}
-
-static float from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+#include "vec_array_check.h"
 
 int main(void)
 {
@@ -34,26 +21,17 @@ int main(void)
 
     int64_t bad = 0;
     uint64_t u = 0;
-    while (u < (1ULL << 32)) {
-        int n = 0;
-        for (; n < CHUNK && u < (1ULL << 32); n++, u += 251) x[n] = from_bits((uint32_t)u);
+    for (int n; (n = vac_next_patterns(x, CHUNK, &u)) > 0;) {
         cpu_expf_array(x, y, n);
         for (int i = 0; i < n; i++)
-            if (!same_bits(y[i], expf(x[i])) && bad++ < 5)
+            if (!vac_same_bits(y[i], expf(x[i])) && bad++ < 5)
                 fprintf(stderr, "expf(%a): %a, libm %a\n", (double)x[i], (double)y[i], (double)expf(x[i]));
     }
     CHECK(bad == 0, "%lld of the strided bit patterns differ from expf", (long long)bad);
 
-    float src[32], dst[32];
+    float src[32];
     for (int i = 0; i < 32; i++) src[i] = -3.0f + 0.37f * (float)i;
-    for (int offset = 0; offset < 4; offset++)
-        for (int n = 0; n < 20; n++) {
-            for (int i = 0; i < 32; i++) dst[i] = -1.0f;
-            cpu_expf_array(src + offset, dst + offset, n);
-            int ok = 1;
-            for (int i = 0; i < 32; i++) ok &= same_bits(dst[i], i >= offset && i < offset + n ? expf(src[i]) : -1.0f);
-            CHECK(ok, "length %d at offset %d: a value differs from expf or a neighbour was written", n, offset);
-        }
+    vac_check_places(cpu_expf_array, expf, src, "cpu_expf_array against expf");
 
     const float special[] = {INFINITY, -INFINITY, NAN, 88.73f, -103.9f, -87.34f, 1e-40f};
     for (size_t s = 0; s < sizeof special / sizeof special[0]; s++)
@@ -64,7 +42,7 @@ int main(void)
             for (int i = 0; i < 8; i++) ref[i] = expf(v[i]);
             cpu_expf_array(v, v, 8); /* in place */
             int ok = 1;
-            for (int i = 0; i < 8; i++) ok &= same_bits(v[i], ref[i]);
+            for (int i = 0; i < 8; i++) ok &= vac_same_bits(v[i], ref[i]);
             CHECK(ok, "special value %a in lane %d (in place): a result differs from expf", (double)special[s], lane);
         }
     free(x);

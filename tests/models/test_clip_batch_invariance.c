@@ -112,10 +112,13 @@ static void check_family(sdt_test_rng *rng, sdt_backend *be, sd_family family, c
     unlink(path);
 }
 
-int main(void)
+/* --blas-gemm: every GEMM through BLAS (the OPENBLAS_CORETYPE cases: what a CPU without AVX-512F runs). */
+int main(int argc, char **argv)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("models_test_clip_batch_invariance");
     sdt_backend *be = mt_backend();
+    be->blas_gemm_only = argc > 1 && strcmp(argv[1], "--blas-gemm") == 0;
+    if (be->blas_gemm_only) printf("every GEMM through BLAS\n");
     const clip_slot sd_slots[1] = {CLIP_SLOT_COND_STAGE}, sdxl_slots[2] = {CLIP_SLOT_SDXL_L, CLIP_SLOT_SDXL_G};
     const char *sd_names[1] = {"SD CLIP-L"}, *sdxl_names[2] = {"SDXL CLIP-L", "SDXL bigG"};
     check_family(&rng, be, SD_FAMILY_TINY, sd_slots, sd_names, 1);

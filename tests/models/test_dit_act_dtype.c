@@ -7,90 +7,9 @@
  * pass's (the activations are stored in 16 bits); an activation dtype that is no float is refused by name. */
 #include <math.h>
 
-#include "flux.h"
+#include "dit_test_fixture.h"
 #include "flux_gen.h"
-#include "mmdit.h"
 #include "mmdit_gen.h"
-#include "model_test_util.h"
-
-enum { B = 2, T = 3, LH = 8, LW = 6 };
-
-typedef struct model_ref {
-    const mmdit_model *mmdit; /* one of the two */
-    const flux_model *flux;
-} model_ref;
-
-typedef struct problem {
-    int C, cd, pd;
-    size_t n_out, nc, np;
-    float *latent, *ctx, *pooled, *dout;
-} problem;
-
-typedef struct step_result {
-    float *out, *dctx, *dpooled;
-    size_t measured, real_peak;
-} step_result;
-
-/* Host f32 values as a tensor of dtype dt (a buffer the caller frees). */
-static sdt_tensor as_dtype(const float *v, size_t n, sdt_dtype dt, void **buf, int ndim, int64_t d0, int64_t d1,
-                           int64_t d2, int64_t d3)
-{
-    *buf = mt_alloc(n * sdt_dtype_size(dt));
-    sdt_store_f32(v, *buf, dt, (int64_t)n);
-    return mt_tensor(*buf, dt, ndim, d0, d1, d2, d3);
-}
-
-/* A forward and backward from d(out), inputs in dt as the pass hands them, on an arena of exactly the measured
- * peak; false (checked) when either failed. */
-static bool run_step(model_ref mr, sdt_backend *be, const problem *p, sdt_dtype dt, bool checkpointing, step_result *r)
-{
-    memset(r, 0, sizeof *r);
-    r->out = mt_alloc(sizeof(float) * p->n_out), r->dctx = mt_alloc(sizeof(float) * p->nc);
-    r->dpooled = mt_alloc(sizeof(float) * p->np);
-    memset(r->dctx, 0, sizeof(float) * p->nc);
-    memset(r->dpooled, 0, sizeof(float) * p->np);
-    void *bl, *bc, *bp;
-    sdt_tensor tl = as_dtype(p->latent, p->n_out, dt, &bl, 4, B, p->C, LH, LW),
-               tc = as_dtype(p->ctx, p->nc, dt, &bc, 3, B, T, p->cd, 0),
-               tp = as_dtype(p->pooled, p->np, dt, &bp, 2, B, p->pd, 0, 0),
-               td = mt_tensor(p->dout, SDT_F32, 4, B, p->C, LH, LW),
-               tdc = mt_tensor(r->dctx, SDT_F32, 3, B, T, p->cd, 0),
-               tdp = mt_tensor(r->dpooled, SDT_F32, 2, B, p->pd, 0, 0);
-    float ts[B] = {0.25f, 0.8f}, ts1000[B] = {250.0f, 800.0f}, gs[B] = {3.5f, 1.0f};
-    static mmdit_acts ma;
-    static flux_acts fa;
-    mmdit_inputs mi = {&tl, ts1000, &tc, &tp, checkpointing, dt};
-    flux_inputs fi = {&tl, ts, gs, &tc, &tp, checkpointing, dt};
-    sdt_error err = {0};
-    sdt_arena measure, arena;
-    sdt_arena_init_measure(&measure, be);
-    bool ok = mr.mmdit ? mmdit_forward(mr.mmdit, be, &measure, &mi, &ma, &err) &&
-                             mmdit_backward(mr.mmdit, be, &measure, &ma, &td, &tdc, &tdp, &err)
-                       : flux_forward(mr.flux, be, &measure, &fi, &fa, &err) &&
-                             flux_backward(mr.flux, be, &measure, &fa, &td, &tdc, &tdp, &err);
-    CHECK(ok, "measuring (%s) failed: %s", sdt_dtype_name(dt), err.message);
-    r->measured = measure.peak;
-    ok = ok && sdt_arena_init(&arena, be, measure.peak);
-    ok = ok && (mr.mmdit ? mmdit_forward(mr.mmdit, be, &arena, &mi, &ma, &err) &&
-                               mmdit_backward(mr.mmdit, be, &arena, &ma, &td, &tdc, &tdp, &err)
-                         : flux_forward(mr.flux, be, &arena, &fi, &fa, &err) &&
-                               flux_backward(mr.flux, be, &arena, &fa, &td, &tdc, &tdp, &err));
-    CHECK(ok, "a %s step on an arena of the measured peak failed: %s", sdt_dtype_name(dt), err.message);
-    if (ok) {
-        const sdt_tensor *out = mr.mmdit ? &ma.out : &fa.out;
-        CHECK(out->dtype == SDT_F32, "the prediction must stay f32 (it is %s)", sdt_dtype_name(out->dtype));
-        memcpy(r->out, out->data, sizeof(float) * p->n_out);
-        r->real_peak = arena.peak;
-        sdt_arena_release(&arena);
-    }
-    free(bl), free(bc), free(bp);
-    return ok;
-}
-
-static void free_result(step_result *r)
-{
-    free(r->out), free(r->dctx), free(r->dpooled);
-}
 
 /* ||a - b|| / ||a||, with every value of b finite. */
 static double rel_l2(const float *a, const float *b, size_t n)
@@ -104,45 +23,36 @@ static double rel_l2(const float *a, const float *b, size_t n)
     return den > 0 ? sqrt(num / den) : INFINITY;
 }
 
-static void check_model(model_ref mr, sdt_backend *be, sdt_test_rng *rng, const char *tag)
+static void check_model(dit_model_ref mr, sdt_backend *be, sdt_test_rng *rng, const char *tag)
 {
-    problem p;
-    p.C = mr.mmdit ? mr.mmdit->cfg.in_channels : mr.flux->cfg.in_channels;
-    p.cd = mr.mmdit ? mr.mmdit->cfg.context_dim : mr.flux->cfg.context_dim;
-    p.pd = mr.mmdit ? mr.mmdit->cfg.pooled_dim : mr.flux->cfg.pooled_dim;
-    p.n_out = (size_t)B * p.C * LH * LW, p.nc = (size_t)B * T * p.cd, p.np = (size_t)B * p.pd;
-    float **bufs[4] = {&p.latent, &p.ctx, &p.pooled, &p.dout};
-    const size_t ns[4] = {p.n_out, p.nc, p.np, p.n_out};
-    for (int i = 0; i < 4; i++) {
-        *bufs[i] = mt_alloc(sizeof(float) * ns[i]);
-        sdt_test_fill_normal(rng, *bufs[i], (int)ns[i], 1.0);
-    }
+    dit_problem p = dit_problem_new(mr, rng);
     /* the reference: f32 activations on the same bf16 weights and the same (bf16-rounded) inputs */
     for (size_t i = 0; i < p.n_out; i++) p.latent[i] = sdt_round_to_dtype(p.latent[i], SDT_BF16);
     for (size_t i = 0; i < p.nc; i++) p.ctx[i] = sdt_round_to_dtype(p.ctx[i], SDT_BF16);
     for (size_t i = 0; i < p.np; i++) p.pooled[i] = sdt_round_to_dtype(p.pooled[i], SDT_BF16);
-    step_result ref;
-    if (!run_step(mr, be, &p, SDT_F32, false, &ref)) return;
+    dit_step_result ref;
+    if (!dit_run_step(mr, be, &p, SDT_F32, false, &ref)) {
+        dit_result_free(&ref), dit_problem_free(&p);
+        return;
+    }
     const sdt_dtype dts[2] = {SDT_BF16, SDT_F16};
     const double tol[2] = {0.05, 0.01};
-    /* Flux measures its RoPE tables as if uncached; a real forward finds them on the model (two f32 [S, head_dim]) */
-    size_t rope = 0;
-    if (mr.flux) {
-        const size_t table = (size_t)(T + (LH / 2) * (LW / 2)) * mr.flux->cfg.head_dim * sizeof(float);
-        rope = 2 * ((table + 255) / 256 * 256); /* the arena's alignment */
-    }
+    const size_t rope = dit_cached_rope_bytes(mr);
     for (int d = 0; d < 2; d++) {
-        step_result plain, ckpt;
-        if (!run_step(mr, be, &p, dts[d], false, &plain)) continue;
-        if (run_step(mr, be, &p, dts[d], true, &ckpt)) {
+        dit_step_result plain, ckpt;
+        if (!dit_run_step(mr, be, &p, dts[d], false, &plain)) {
+            dit_result_free(&plain);
+            continue;
+        }
+        if (dit_run_step(mr, be, &p, dts[d], true, &ckpt)) {
             CHECK(!memcmp(plain.out, ckpt.out, sizeof(float) * p.n_out) &&
                       !memcmp(plain.dctx, ckpt.dctx, sizeof(float) * p.nc) &&
                       !memcmp(plain.dpooled, ckpt.dpooled, sizeof(float) * p.np),
                   "%s %s: checkpointing changed the output or the gradients", tag, sdt_dtype_name(dts[d]));
             CHECK(ckpt.real_peak + rope == ckpt.measured, "%s %s, checkpointing: real peak %zu + %zu, measured %zu",
                   tag, sdt_dtype_name(dts[d]), ckpt.real_peak, rope, ckpt.measured);
-            free_result(&ckpt);
         }
+        dit_result_free(&ckpt);
         const double eo = rel_l2(ref.out, plain.out, p.n_out), ec = rel_l2(ref.dctx, plain.dctx, p.nc),
                      ep = rel_l2(ref.dpooled, plain.dpooled, p.np);
         printf("%s %s: relative error out %.2e, dcontext %.2e, dpooled %.2e (tolerance %.0e); peak %zu bytes, f32 "
@@ -155,23 +65,23 @@ static void check_model(model_ref mr, sdt_backend *be, sdt_test_rng *rng, const 
               sdt_dtype_name(dts[d]), plain.real_peak, rope, plain.measured);
         CHECK(plain.measured * 10 < ref.measured * 7, "%s %s: the 16-bit pass peaks at %zu bytes, the f32 one at %zu",
               tag, sdt_dtype_name(dts[d]), plain.measured, ref.measured);
-        free_result(&plain);
+        dit_result_free(&plain);
     }
-    free_result(&ref);
-    for (int i = 0; i < 4; i++) free(*bufs[i]);
+    dit_result_free(&ref);
+    dit_problem_free(&p);
 }
 
 /* An activation dtype that is not a float one: refused with a sentence naming it, nothing run. */
-static void check_refusal(model_ref mr, sdt_backend *be)
+static void check_refusal(dit_model_ref mr, sdt_backend *be)
 {
     const int C = mr.mmdit ? mr.mmdit->cfg.in_channels : mr.flux->cfg.in_channels,
               cd = mr.mmdit ? mr.mmdit->cfg.context_dim : mr.flux->cfg.context_dim,
               pd = mr.mmdit ? mr.mmdit->cfg.pooled_dim : mr.flux->cfg.pooled_dim;
-    float *lat = calloc((size_t)B * C * LH * LW, sizeof(float)), *ctx = calloc((size_t)B * T * cd, sizeof(float)),
-          *pool = calloc((size_t)B * pd, sizeof(float));
-    sdt_tensor tl = mt_tensor(lat, SDT_F32, 4, B, C, LH, LW), tc = mt_tensor(ctx, SDT_F32, 3, B, T, cd, 0),
-               tp = mt_tensor(pool, SDT_F32, 2, B, pd, 0, 0);
-    float ts[B] = {0.5f, 0.5f};
+    float *lat = calloc((size_t)DIT_B * C * DIT_LH * DIT_LW, sizeof(float)),
+          *ctx = calloc((size_t)DIT_B * DIT_T * cd, sizeof(float)), *pool = calloc((size_t)DIT_B * pd, sizeof(float));
+    sdt_tensor tl = mt_tensor(lat, SDT_F32, 4, DIT_B, C, DIT_LH, DIT_LW),
+               tc = mt_tensor(ctx, SDT_F32, 3, DIT_B, DIT_T, cd, 0), tp = mt_tensor(pool, SDT_F32, 2, DIT_B, pd, 0, 0);
+    float ts[DIT_B] = {0.5f, 0.5f};
     static mmdit_acts ma;
     static flux_acts fa;
     mmdit_inputs mi = {&tl, ts, &tc, &tp, false, SDT_I32};
@@ -201,8 +111,8 @@ int main(void)
     static mmdit_model mm;
     CHECK(w && mmdit_load(&mm, &mc, w, &err), "load: %s", err.message);
     if (w) {
-        check_model((model_ref){&mm, NULL}, be, &rng, "SD3.5 tiny (MMDiT-X)");
-        check_refusal((model_ref){&mm, NULL}, be);
+        check_model((dit_model_ref){&mm, NULL}, be, &rng, "SD3.5 tiny (MMDiT-X)");
+        check_refusal((dit_model_ref){&mm, NULL}, be);
         sdt_weights_close(w);
     }
     unlink(path);
@@ -214,8 +124,8 @@ int main(void)
     static flux_model fm;
     CHECK(w && flux_load(&fm, &fc, w, &err), "load: %s", err.message);
     if (w) {
-        check_model((model_ref){NULL, &fm}, be, &rng, "Flux tiny");
-        check_refusal((model_ref){NULL, &fm}, be);
+        check_model((dit_model_ref){NULL, &fm}, be, &rng, "Flux tiny");
+        check_refusal((dit_model_ref){NULL, &fm}, be);
         flux_free(&fm);
         sdt_weights_close(w);
     }

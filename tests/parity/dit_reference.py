@@ -1,8 +1,10 @@
-"""dit_reference.py - what the float64 references of the diffusion transformers share (mmdit_parity.py for SD3's
-MMDiT, flux_parity.py for Flux.1): diffusers' building blocks written in plain torch (a linear layer by name, the
-sinusoidal timestep embedding, tanh GELU, LayerNorm without affine, RMSNorm), and one case run through the C CLI
-and compared with the reference: forward, and the gradients of sum(G * output) to the context and the pooled
-projection. Import after parity_cli.torch_or_skip (it imports torch)."""
+"""dit_reference.py - what the checks of the diffusion transformers against a reference share (mmdit_parity.py for
+SD3's MMDiT and flux_parity.py for Flux.1 against float64 references written here, library_parity.py against
+diffusers' own classes): diffusers' building blocks written in plain torch (a linear layer by name, the sinusoidal
+timestep embedding, tanh GELU, LayerNorm without affine, RMSNorm), the Flux pipeline's latent packing and image
+ids, one case's random inputs, and one case run through the C CLI and compared with the reference: forward, and
+the gradients of sum(G * output) to the context and the pooled projection. Import after parity_cli.torch_or_skip
+(it imports torch)."""
 import math
 import subprocess
 
@@ -40,6 +42,45 @@ def rms_norm(x, w, eps=1e-6):
 def f32(t):
     """t rounded to float32 and back: what the C side reads."""
     return t.to(torch.float32).to(torch.float64)
+
+
+def pack(latents):
+    """The Flux pipeline's _pack_latents: [B, C, h, w] -> [B, h/2 * w/2, 4C]."""
+    B, C, h, w = latents.shape
+    latents = latents.view(B, C, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5)
+    return latents.reshape(B, (h // 2) * (w // 2), C * 4)
+
+
+def unpack(x, h, w):
+    """The Flux pipeline's _unpack_latents."""
+    B, N, D = x.shape
+    x = x.view(B, h // 2, w // 2, D // 4, 2, 2).permute(0, 3, 1, 4, 2, 5)
+    return x.reshape(B, D // 4, h, w)
+
+
+def image_ids(h, w):
+    """The Flux pipeline's _prepare_latent_image_ids for a [h, w] latent (2D: one set for the batch)."""
+    ids = torch.zeros(h // 2, w // 2, 3, dtype=torch.float64)
+    ids[..., 1] = ids[..., 1] + torch.arange(h // 2, dtype=torch.float64)[:, None]
+    ids[..., 2] = ids[..., 2] + torch.arange(w // 2, dtype=torch.float64)[None, :]
+    return ids.reshape(-1, 3)
+
+
+# The tiny cases' sizes (B, latent h, latent w, context tokens): square, and not square with another token count.
+TINY_SHAPES = ((2, 8, 8, 5), (2, 4, 10, 7))
+
+
+def case_inputs(B, C, h, w, T, CD, PD, t_scale=1.0):
+    """One case's inputs in float64: latent [B, C, h, w], context [B, T, CD], pooled [B, PD] and G (the output's
+    weights in the loss, like the latent) drawn from torch's generator in that order; timesteps t_scale * (b + 1) /
+    (B + 1) (Flux's in [0, 1], SD3's t_scale 1000) and Flux dev's guidance (3.5, 1.5, ...) drawn from nothing.
+    Returns latent, ts, gs, ctx, pooled, G."""
+    latent = torch.randn(B, C, h, w, dtype=torch.float64)
+    ts = torch.tensor([t_scale * (b + 1) / (B + 1) for b in range(B)], dtype=torch.float64)
+    gs = torch.tensor([3.5, 1.5][:B], dtype=torch.float64)
+    ctx, pooled = torch.randn(B, T, CD, dtype=torch.float64), torch.randn(B, PD, dtype=torch.float64)
+    G = torch.randn(B, C, h, w, dtype=torch.float64)
+    return latent, ts, gs, ctx, pooled, G
 
 
 def run_and_compare(cli, files, ckpt, latent, ts, ctx, pooled, G, forward, label, guidance=None, fwd_tol=1e-5,

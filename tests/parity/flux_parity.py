@@ -25,7 +25,8 @@ from parity_cli import RawFiles, cli_args, finish, torch_or_skip  # noqa: E402
 
 torch = torch_or_skip("flux_parity")
 import torch.nn.functional as F  # noqa: E402
-from dit_reference import gelu_tanh, layer_norm, lin, rms_norm, run_and_compare, timestep_embedding  # noqa: E402
+from dit_reference import (TINY_SHAPES, case_inputs, gelu_tanh, image_ids, layer_norm, lin, pack,  # noqa: E402
+                           rms_norm, run_and_compare, timestep_embedding, unpack)
 from st_codec import st_read  # noqa: E402
 
 
@@ -47,18 +48,6 @@ def apply_rotary_emb(x, cos, sin):
     return x * cos[None, None] + x_rotated * sin[None, None]
 
 
-def pack(latents):
-    B, C, h, w = latents.shape
-    latents = latents.view(B, C, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5)
-    return latents.reshape(B, (h // 2) * (w // 2), C * 4)
-
-
-def unpack(x, h, w):
-    B, N, D = x.shape
-    x = x.view(B, h // 2, w // 2, D // 4, 2, 2).permute(0, 3, 1, 4, 2, 5)
-    return x.reshape(B, D // 4, h, w)
-
-
 def flux_forward(W, latent, timestep, guidance, context, pooled, heads, axes):
     B, C, h, w = latent.shape
     x = lin(W, "x_embedder", pack(latent))
@@ -73,10 +62,7 @@ def flux_forward(W, latent, timestep, guidance, context, pooled, heads, axes):
     temb = temb + mlp_embed("time_text_embed.text_embedder", pooled)
     c = lin(W, "context_embedder", context)
     T = c.shape[1]
-    img_ids = torch.zeros(h // 2, w // 2, 3)
-    img_ids[..., 1] = img_ids[..., 1] + torch.arange(h // 2)[:, None]
-    img_ids[..., 2] = img_ids[..., 2] + torch.arange(w // 2)[None, :]
-    ids = torch.cat([torch.zeros(T, 3), img_ids.reshape(-1, 3)], 0)
+    ids = torch.cat([torch.zeros(T, 3, dtype=torch.float64), image_ids(h, w)], 0)
     cos, sin = rope_tables(ids, axes)
 
     def split(t):
@@ -140,13 +126,8 @@ def main():
             C = W["x_embedder.weight"].shape[1] // 4
             D = W["transformer_blocks.0.attn.norm_q.weight"].shape[0]
             heads, axes = Hd // D, (4, 6, 6)  # flux_config_tiny
-            for B, h, w, T in ((2, 8, 8, 5), (2, 4, 10, 7)):
-                latent = torch.randn(B, C, h, w, dtype=torch.float64)
-                ts = torch.tensor([(b + 1) / (B + 1) for b in range(B)], dtype=torch.float64)
-                gs = torch.tensor([3.5, 1.5][:B], dtype=torch.float64)
-                ctx = torch.randn(B, T, CD, dtype=torch.float64)
-                pooled = torch.randn(B, PD, dtype=torch.float64)
-                G = torch.randn(B, C, h, w, dtype=torch.float64)
+            for B, h, w, T in TINY_SHAPES:
+                latent, ts, gs, ctx, pooled, G = case_inputs(B, C, h, w, T, CD, PD)
                 forward = lambda *x: flux_forward(W, *x, heads, axes)  # noqa: E731
                 label = f"{'schnell' if schnell else 'dev'} B {B} latent {h}x{w} T {T}"
                 failures += not run_and_compare(args.cli, files, ckpt, latent, ts, ctx, pooled, G, forward, label,

@@ -80,8 +80,9 @@ for p in reversed(args.lib_path):
     sys.path.insert(0, os.path.abspath(p))
 torch = torch_or_skip("library_parity")
 import torch.nn.functional as F  # noqa: E402
-from dit_reference import f32, run_and_compare  # noqa: E402
+from dit_reference import TINY_SHAPES, case_inputs, f32, image_ids, pack, run_and_compare, unpack  # noqa: E402
 from st_codec import st_read, st_shapes  # noqa: E402
+from t5_parity import case_tokens  # noqa: E402
 
 
 def sdpa_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
@@ -186,9 +187,8 @@ def timed_compare(*a, **k):
 def mmdit_cases(size):
     """(label, gen options, latent sizes (B, h, w, T))."""
     if size == "tiny":
-        small = ((2, 8, 8, 5), (2, 4, 10, 7))
-        return [("tiny qk_norm", [], small), ("tiny qk_norm MMDiT-X 2", ["--dual", "2"], small),
-                ("tiny SD3.0 (no qk_norm) MMDiT-X 1", ["--no-qk-norm", "--dual", "1"], small[:1])]
+        return [("tiny qk_norm", [], TINY_SHAPES), ("tiny qk_norm MMDiT-X 2", ["--dual", "2"], TINY_SHAPES),
+                ("tiny SD3.0 (no qk_norm) MMDiT-X 1", ["--no-qk-norm", "--dual", "1"], TINY_SHAPES[:1])]
     return [("SD3.5 Medium width, 2 blocks (1 MMDiT-X)", ["--config", "sd35-medium", "--layers", "2", "--dual", "1"],
              ((2, 8, 8, 7),))]
 
@@ -225,10 +225,7 @@ def check_mmdit(files, cli, size):
                          return_dict=False)[0]
 
         for B, h, w, T in shapes:
-            latent = torch.randn(B, C, h, w, dtype=torch.float64)
-            ts = torch.tensor([1000.0 * (b + 1) / (B + 1) for b in range(B)], dtype=torch.float64)
-            ctx, pooled = torch.randn(B, T, CD, dtype=torch.float64), torch.randn(B, PD, dtype=torch.float64)
-            G = torch.randn(B, C, h, w, dtype=torch.float64)
+            latent, ts, _, ctx, pooled, G = case_inputs(B, C, h, w, T, CD, PD, t_scale=1000.0)
             failures += not timed_compare(cli, files, ckpt, latent, ts, ctx, pooled, G, forward,
                                           f"SD3Transformer2DModel {label}, B {B} latent {h}x{w} T {T}")
         del model
@@ -236,33 +233,10 @@ def check_mmdit(files, cli, size):
 
 
 # ------------------------------------------------------------------------------------------ Flux.1
-def pack(latents):
-    """The Flux pipeline's _pack_latents: [B, C, h, w] -> [B, h/2 * w/2, 4C]."""
-    B, C, h, w = latents.shape
-    latents = latents.view(B, C, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5)
-    return latents.reshape(B, (h // 2) * (w // 2), C * 4)
-
-
-def unpack(x, h, w):
-    """The Flux pipeline's _unpack_latents."""
-    B, N, D = x.shape
-    x = x.view(B, h // 2, w // 2, D // 4, 2, 2).permute(0, 3, 1, 4, 2, 5)
-    return x.reshape(B, D // 4, h, w)
-
-
-def image_ids(h, w):
-    """The Flux pipeline's _prepare_latent_image_ids for a [h, w] latent (2D: one set for the batch)."""
-    ids = torch.zeros(h // 2, w // 2, 3, dtype=torch.float64)
-    ids[..., 1] = ids[..., 1] + torch.arange(h // 2, dtype=torch.float64)[:, None]
-    ids[..., 2] = ids[..., 2] + torch.arange(w // 2, dtype=torch.float64)[None, :]
-    return ids.reshape(-1, 3)
-
-
 def flux_cases(size):
     """(label, gen options, RoPE axes, latent sizes (B, h, w, T))."""
     if size == "tiny":
-        small = ((2, 8, 8, 5), (2, 4, 10, 7))
-        return [("tiny dev", [], (4, 6, 6), small), ("tiny schnell", ["--schnell"], (4, 6, 6), small[:1])]
+        return [("tiny dev", [], (4, 6, 6), TINY_SHAPES), ("tiny schnell", ["--schnell"], (4, 6, 6), TINY_SHAPES[:1])]
     return [("Flux.1 dev width, 1 double + 1 single block", ["--config", "dev", "--double", "1", "--single", "1"],
              (16, 56, 56), ((2, 8, 8, 7),))]
 
@@ -292,11 +266,7 @@ def check_flux(files, cli, size):
             continue
         torch.manual_seed(args.seed)  # the inputs, whatever building the model drew
         for B, h, w, T in shapes:
-            latent = torch.randn(B, C4 // 4, h, w, dtype=torch.float64)
-            ts = torch.tensor([(b + 1) / (B + 1) for b in range(B)], dtype=torch.float64)
-            gs = torch.tensor([3.5, 1.5][:B], dtype=torch.float64)
-            ctx, pooled = torch.randn(B, T, CD, dtype=torch.float64), torch.randn(B, PD, dtype=torch.float64)
-            G = torch.randn(B, C4 // 4, h, w, dtype=torch.float64)
+            latent, ts, gs, ctx, pooled, G = case_inputs(B, C4 // 4, h, w, T, CD, PD)
             img_ids, txt_ids = image_ids(h, w), torch.zeros(T, 3, dtype=torch.float64)
 
             def forward(latent, ts, gs, ctx, pooled):
@@ -347,12 +317,7 @@ def check_t5(files, cli, size):
     failures = 0
     for B, T, masked in shapes:
         t = time.time()
-        tokens = torch.randint(2, vocab, (B, T), dtype=torch.int32)
-        lengths = [T - 7 * b for b in range(B)] if masked else None
-        for b in range(B):
-            end = lengths[b] if masked else T - 3
-            tokens[b, end - 1] = 1
-            tokens[b, end:] = 0
+        tokens, lengths = case_tokens(B, T, vocab, masked)
         mask = (torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]).to(torch.int64) if masked else None
         # every position an override row: d(rows) is the gradient to inputs_embeds
         rows = torch.randn(B * T, D, dtype=torch.float64)

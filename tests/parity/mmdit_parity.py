@@ -26,7 +26,8 @@ from parity_cli import RawFiles, cli_args, finish, torch_or_skip  # noqa: E402
 
 torch = torch_or_skip("mmdit_parity")
 import torch.nn.functional as F  # noqa: E402
-from dit_reference import gelu_tanh, layer_norm, lin, rms_norm, run_and_compare, timestep_embedding  # noqa: E402
+from dit_reference import (TINY_SHAPES, case_inputs, gelu_tanh, layer_norm, lin, rms_norm,  # noqa: E402
+                           run_and_compare, timestep_embedding)
 from st_codec import st_read  # noqa: E402 (after the skip: it imports torch)
 
 
@@ -119,12 +120,8 @@ def main():
             C, patch = W["pos_embed.proj.weight"].shape[1], W["pos_embed.proj.weight"].shape[2]
             pos_max = int(round(math.sqrt(W["pos_embed.pos_embed"].shape[1])))
             heads = Hd // (W["transformer_blocks.0.attn.norm_q.weight"].shape[0] if qk else 64)
-            for B, h, w, T in ((2, 8, 8, 5), (2, 4, 10, 7)):
-                latent = torch.randn(B, C, h, w, dtype=torch.float64)
-                ts = torch.tensor([1000.0 * (b + 1) / (B + 1) for b in range(B)], dtype=torch.float64)
-                ctx = torch.randn(B, T, CD, dtype=torch.float64)
-                pooled = torch.randn(B, PD, dtype=torch.float64)
-                G = torch.randn(B, C, h, w, dtype=torch.float64)
+            for B, h, w, T in TINY_SHAPES:
+                latent, ts, _, ctx, pooled, G = case_inputs(B, C, h, w, T, CD, PD, t_scale=1000.0)
                 forward = lambda *x: mmdit_forward(W, *x, heads, patch, pos_max)  # noqa: E731
                 label = f"qk_norm {qk} MMDiT-X blocks {dual} B {B} latent {h}x{w} T {T}"
                 failures += not run_and_compare(args.cli, files, ckpt, latent, ts, ctx, pooled, G, forward, label)

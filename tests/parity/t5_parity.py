@@ -58,6 +58,19 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
+def case_tokens(B, T, vocab, masked):
+    """One case's token ids [B, T] (int32) and lengths: random ids from torch's generator (2 .. vocab - 1), each
+    row ended by </s> (1) and padded (0) after it; masked: row b is T - 7 b long and lengths lists them, else every
+    row is T - 3 long and lengths is None (no mask). library_parity.py's T5 cases draw theirs here too."""
+    tokens = torch.randint(2, vocab, (B, T), dtype=torch.int32)
+    lengths = [T - 7 * b for b in range(B)] if masked else None
+    for b in range(B):
+        end = lengths[b] if masked else T - 3
+        tokens[b, end - 1] = 1
+        tokens[b, end:] = 0
+    return tokens, lengths
+
+
 def t5_forward(W, x, heads, max_distance, lengths):
     """x: [B, T, d_model] input embeddings (overrides already in). Returns the last hidden state."""
     B, T, D = x.shape
@@ -114,12 +127,7 @@ def main():
         heads = W["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"].shape[1]
         vocab, D = W["shared.weight"].shape
         for B, T, masked in ((2, 40, False), (2, 40, True), (1, 77, False)):
-            tokens = torch.randint(2, vocab, (B, T), dtype=torch.int32)
-            lengths = [T - 7 * b for b in range(B)] if masked else None
-            for b in range(B):
-                end = lengths[b] if masked else T - 3
-                tokens[b, end - 1] = 1
-                tokens[b, end:] = 0
+            tokens, lengths = case_tokens(B, T, vocab, masked)
             R = 3
             rows = torch.randn(R, D, dtype=torch.float64)
             overrides = [(0, 1, 0), (0, 2, 1), (B - 1, 5, 2), (B - 1, 9, 0)]
