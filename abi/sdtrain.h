@@ -276,6 +276,15 @@ typedef enum sdt_latent_sampling {
     SDT_LATENT_FORCE_32BIT = 0x7fffffff
 } sdt_latent_sampling;
 
+/* Whether a CUDA training run captures its steady-state UNet backward as a CUDA graph (1.11). */
+typedef enum sdt_cuda_graph {
+    SDT_CUDA_GRAPH_AUTO = 0, /* the plugin's choice: today uncaptured (the capture awaits its measurement on a GPU:
+                              * docs/abi.md 3.19); a later minor version may choose ON */
+    SDT_CUDA_GRAPH_ON = 1,   /* captured on the second pass of each shape and replayed (the same bytes) */
+    SDT_CUDA_GRAPH_OFF = 2,  /* every step uncaptured */
+    SDT_CUDA_GRAPH_FORCE_32BIT = 0x7fffffff
+} sdt_cuda_graph;
+
 /* What the model's UNet predicts, which sets the training target (1.3). */
 typedef enum sdt_prediction_type {
     SDT_PREDICTION_AUTO = 0,    /* detect: a diffusers folder's scheduler config or A1111's <stem>.yaml beside a
@@ -717,10 +726,9 @@ struct sdt_train_options {
                                     * prompt is padded or cut to, 1..512 */
     uint32_t reserved7;            /* [0] must be 0 */
     /* ---- appended in 1.11 ---- (docs/abi.md 3.19) */
-    bool no_cuda_graph;   /* [false] true: every CUDA step runs uncaptured; default: the steady-state UNet
-                           * backward is captured once as a CUDA graph and replayed while shapes and options
-                           * stay the same (the same bytes, fewer launch gaps) */
-    uint8_t reserved8[7]; /* [0] must be 0 */
+    uint32_t cuda_graph; /* sdt_cuda_graph [AUTO]: whether a CUDA run captures its steady-state UNet backward
+                          * once as a CUDA graph and replays it while shapes and options stay the same */
+    uint32_t reserved8;  /* [0] must be 0 */
 };
 
 /* ---- Hypernetworks (1.2; the factory deprecated in 1.7) ------------------------------------ */

@@ -61,6 +61,7 @@ static const char *const latent_methods[] = {"once", "deterministic", "random", 
 static const char *const precisions[] = {"fp32", "fp16", "bf16", NULL};
 static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
 static const char *const predictions[] = {"auto", "epsilon", "v", NULL};       /* sdt_prediction_type */
+static const char *const cuda_graphs[] = {"auto", "on", "off", NULL};          /* sdt_cuda_graph */
 static const char *const loss_types[] = {"l2", "l1", "huber", NULL};           /* sdt_loss_type */
 static const char *const encoder_bits[] = {"clip_l", "clip_g", "t5xxl", NULL}; /* SDT_ENCODER_* */
 static const char *const lr_schedulers[] = {"constant", "linear", "cosine", "cosine_with_restarts",
@@ -205,8 +206,8 @@ static const panel_option options[] = {
      "Recompute UNet and SD3.5/Flux transformer blocks in backward: less memory, slower"},
     {"deterministic", OPT_FLAG_ON, SHARED(deterministic), NULL, NULL,
      "GPU: every step bitwise reproducible (slower attention backward); default: cuDNN's faster fused attention backward, whose last bits vary between runs (the CPU is always reproducible)"},
-    {"no-cuda-graph", OPT_FLAG_ON, SHARED(no_cuda_graph), NULL, NULL,
-     "GPU: run every step uncaptured; default: the steady-state UNet backward is captured once as a CUDA graph and replayed while shapes and options stay the same (same bytes, fewer launch gaps)"},
+    {"cuda-graph", OPT_ENUM, SHARED(cuda_graph), cuda_graphs, "auto|on|off",
+     "GPU: on captures the steady-state UNet backward once as a CUDA graph and replays it while shapes and options stay the same (same bytes, fewer launch gaps); auto (default) is the plugin's choice, today off"},
     {"v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL,
      "The model predicts v (SD 2.x 768-v models); default: detected"},
     {"epsilon", OPT_FLAG_CHOICE, SHARED(prediction_type), predictions, NULL,

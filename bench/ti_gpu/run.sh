@@ -3,16 +3,16 @@
 # here) on the GPU through sdt-host, once per precision and batch size, and reports the speed
 # of each step and the run's peak GPU memory.
 #   bench/ti_gpu/run.sh BUILD_DIR OUT_DIR [STEPS] [CONFIGS] [PLUGIN]
-# STEPS (default 30) counts the 5 warm-up steps; CONFIGS is a list like "bf16:1 fp16:1 bf16:8 bf16:1:nograph"
-# (default: bf16 and fp16 at batch 1, 4, 8, 16, and bf16 at batch 1 and 8 with --no-cuda-graph, the
-# uncaptured step beside the captured one: docs/gpu-notes.md "What a captured step needs"); PLUGIN another libsdtrain.so (e.g. a folder
+# STEPS (default 30) counts the 5 warm-up steps; CONFIGS is a list like "bf16:1 fp16:1 bf16:8 bf16:1:graph"
+# (default: bf16 and fp16 at batch 1, 4, 8, 16, and bf16 at batch 1 and 8 with --cuda-graph on, the
+# captured step beside the uncaptured one: docs/gpu-notes.md "What a captured step needs"); PLUGIN another libsdtrain.so (e.g. a folder
 # holding bench/op_profile's module). Writes OUT_DIR/ti_gpu.json: per run the ms/step of every
 # timed step (the run loop's clock around each step, which ends in reading the loss on the
 # host: a device sync), their median/min/max, img/s at the median, and the log's GPU memory
 # line (peak held by sdtrain, prepare's estimate, device memory in use). Needs a CUDA GPU.
 set -euo pipefail
 build=${1:?build dir}; out=${2:?out dir}; steps=${3:-30}
-configs=${4:-"bf16:1 bf16:4 bf16:8 bf16:16 fp16:1 fp16:4 fp16:8 fp16:16 bf16:1:nograph bf16:8:nograph"}
+configs=${4:-"bf16:1 bf16:4 bf16:8 bf16:16 fp16:1 fp16:4 fp16:8 fp16:16 bf16:1:graph bf16:8:graph"}
 plugin=${5:-$build/plugin/libsdtrain.so}
 warm=5
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +27,7 @@ python3 "$here/bench_report.py" run-line
 for cfg in $configs; do
   prec=${cfg%%:*}; rest=${cfg#*:}; bs=${rest%%:*}
   extra=(); tag=$prec
-  if [ "${rest#"$bs"}" = ":nograph" ]; then extra=(--no-cuda-graph); tag=$prec-nograph; fi
+  if [ "${rest#"$bs"}" = ":graph" ]; then extra=(--cuda-graph on); tag=$prec-graph; fi
   log="$out/train_${tag}_b${bs}.log"
   # a fresh embedding per run: training writes the trained file back over its source
   "$host" --plugin "$plugin" create-embedding --name ring --init-text "ring" --vectors 1 \

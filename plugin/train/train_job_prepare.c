@@ -393,7 +393,7 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     /* set by every job, as a backend could serve another; the CPU backend always is deterministic */
     job->pb.be->deterministic = job->opt.deterministic || job->pb.be->device == SDT_DEVICE_CPU;
     /* the steady-state UNet backward as a CUDA graph (train/step_capture.h); a backend without capture ignores it */
-    job->wa.capture.enabled = !job->opt.no_cuda_graph;
+    job->wa.capture.enabled = job->opt.cuda_graph == SDT_CUDA_GRAPH_ON; /* AUTO: uncaptured until measured */
     if (job->precision == SDT_PRECISION_BF16 && (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16())) {
         sdt_host_log(job->host, SDT_LOG_WARNING,
                      "this GPU has no bf16 arithmetic (compute capability below 8.0); "
@@ -891,7 +891,8 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     add_loss_settings(job, s);
     /* 1.5's data options, named only when on (A1111's settings file has no such keys) */
     if (job->opt.deterministic) cJSON_AddBoolToObject(s, "deterministic", true); /* 1.6, named only when on */
-    if (job->opt.no_cuda_graph) cJSON_AddBoolToObject(s, "no_cuda_graph", true); /* 1.11, named only when on */
+    if (job->opt.cuda_graph != SDT_CUDA_GRAPH_AUTO)                              /* 1.11, named only when set */
+        cJSON_AddStringToObject(s, "cuda_graph", job->opt.cuda_graph == SDT_CUDA_GRAPH_ON ? "on" : "off");
     if (job->data.flip) cJSON_AddBoolToObject(s, "flip", true);
     if (job->data.caption_dropout > 0) cJSON_AddNumberToObject(s, "caption_dropout", job->data.caption_dropout);
     if (job->data.keep_tokens > 0) cJSON_AddNumberToObject(s, "keep_tokens", job->data.keep_tokens);

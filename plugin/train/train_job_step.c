@@ -388,7 +388,7 @@ static void log_capture(sdt_train_job *job, int64_t captures_before, int64_t spo
     if (captures_before == 0 && sc->captures > 0)
         sdt_host_log(job->host, SDT_LOG_INFO,
                      "CUDA graph: step %lld captured the UNet backward; steps with the same shapes and options "
-                     "replay it (the run option no_cuda_graph, sdt-host --no-cuda-graph, turns this off)",
+                     "replay it (the run option cuda_graph, sdt-host --cuda-graph on|off)",
                      (long long)job->step);
     if (spoiled_before == 0 && sc->spoiled > 0)
         sdt_host_log(job->host, SDT_LOG_INFO,

@@ -67,7 +67,7 @@ bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *hos
     for (size_t i = 0; i < sizeof own->reserved4; i++) reserved4_set |= own->reserved4[i] != 0;
     for (size_t i = 0; i < sizeof own->reserved5; i++) reserved4_set |= own->reserved5[i] != 0;
     for (size_t i = 0; i < sizeof own->reserved6; i++) reserved4_set |= own->reserved6[i] != 0;
-    for (size_t i = 0; i < sizeof own->reserved8; i++) reserved4_set |= own->reserved8[i] != 0;
+    reserved4_set |= own->reserved8 != 0;
     if (own->reserved0 != 0 || own->reserved1[0] || own->reserved1[1] || own->reserved2 != 0 || own->reserved_loss[0] ||
         own->reserved_loss[1] || own->reserved3[0] || own->reserved3[1] || own->reserved3[2] || reserved4_set ||
         own->reserved7 != 0)
@@ -96,6 +96,8 @@ static bool check_enums(const sdt_train_options *o, const char *p, sdt_error *er
         return OPTION_FAIL("%sprecision is not one of fp32, fp16 or bf16; pick one of those.", p);
     if (o->device > SDT_DEVICE_CHOICE_CUDA)
         return OPTION_FAIL("%sdevice is not one of auto, cpu or cuda; pick one of those.", p);
+    if (o->cuda_graph > SDT_CUDA_GRAPH_OFF)
+        return OPTION_FAIL("%scuda_graph is %u; it must be 0 (auto), 1 (on) or 2 (off).", p, (unsigned)o->cuda_graph);
     return sdt_train_prediction_check(o->prediction_type, o->v_prediction, p, error);
 }
 

@@ -286,8 +286,8 @@ class TrainOptions(AbiStruct):
         ("guidance", c_double),
         ("t5_max_length", c_uint32),
         ("reserved7", c_uint32),
-        ("no_cuda_graph", c_bool),  # 1.11
-        ("reserved8", c_uint8 * 7),
+        ("cuda_graph", c_uint32),  # 1.11, sdt_cuda_graph
+        ("reserved8", c_uint32),
     ]
 
 

@@ -67,7 +67,7 @@ _Static_assert(offsetof(sdt_train_options, clip_l_path) % 8 == 0 &&
                    offsetof(sdt_train_options, logit_mean) ==
                        offsetof(sdt_train_options, clip_l_path) + 6 * sizeof(void *) &&
                    offsetof(sdt_train_options, t5_max_length) == offsetof(sdt_train_options, logit_mean) + 5 * 8 &&
-                   offsetof(sdt_train_options, reserved7) + 4 == offsetof(sdt_train_options, no_cuda_graph),
+                   offsetof(sdt_train_options, reserved7) + 4 == offsetof(sdt_train_options, cuda_graph),
                "the flow block (1.9) starts at 1.8's sizeof and ends without tail padding (docs/abi.md 3.17)");
 _Static_assert(offsetof(sdt_embedding_part, encoders) == offsetof(sdt_embedding_part, reserved0) + 7 &&
                    offsetof(sdt_embedding_part, learn_rate_t5xxl) + sizeof(void *) == sizeof(sdt_embedding_part) &&
@@ -81,8 +81,8 @@ _Static_assert(offsetof(sdt_generate_request, t5_max_length) ==
                    offsetof(sdt_generate_request, reserved1) + 4 == sizeof(sdt_generate_request),
                "the generate request's T5 length (1.10) starts at 1.9's sizeof and ends without tail padding "
                "(docs/abi.md 3.18)");
-_Static_assert(offsetof(sdt_train_options, no_cuda_graph) == offsetof(sdt_train_options, reserved7) + 4 &&
-                   offsetof(sdt_train_options, reserved8) + 7 == sizeof(sdt_train_options),
+_Static_assert(offsetof(sdt_train_options, cuda_graph) == offsetof(sdt_train_options, reserved7) + 4 &&
+                   offsetof(sdt_train_options, reserved8) + 4 == sizeof(sdt_train_options),
                "the CUDA graph switch (1.11) starts at 1.10's sizeof and ends without tail padding (docs/abi.md 3.19)");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The captured step (train/step_capture.h, kernels/cuda/step_graph.cu): with --deterministic, a run whose
 # steady-state UNet backward is captured as a CUDA graph and replayed writes the bytes of the same run with
-# --no-cuda-graph (the embedding file and every tensor of the state), in three cases:
-#  - bf16, one shape: the log says which step captured it, and the --no-cuda-graph run's log says nothing;
+# --cuda-graph off (the embedding file and every tensor of the state), in three cases:
+#  - bf16, one shape: the log says which step captured it, and the --cuda-graph off run's log says nothing;
 #  - --buckets with three shapes, batch 2: the shape changes mid-run, each new shape runs uncaptured once,
 #    is captured when it repeats, and no graph is replayed on another shape;
 #  - fp16 from a loss scale of 2^30: the scaler skips the overflowing steps and halves the scale each time
@@ -68,8 +68,8 @@ for c in bf16 buckets fp16 fallback; do
     for mode in graph plain; do
         d=$c-$mode
         mkdir -p $d && cp fresh/cat.safetensors $d/
-        extra=()
-        [ $mode = plain ] && extra=(--no-cuda-graph)
+        extra=(--cuda-graph on)
+        [ $mode = plain ] && extra=(--cuda-graph off)
         if [ $c = fallback ]; then
             SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_FAULT_NAN_PIXEL=demo_005.png run_host train "${common[@]}" \
                 "${args[@]}" "${extra[@]}" --embedding $d/cat.safetensors --log-dir $d/logs
@@ -91,7 +91,7 @@ for c in bf16 buckets fp16 fallback; do
                 [ "${n:-0}" -ge 3 ] || fail "buckets: $n captures for 3 shapes (each should be captured once)"
             fi
         else
-            grep -q "CUDA graph" "$ERR" && fail "$c: --no-cuda-graph still captured: $(grep "CUDA graph" "$ERR")"
+            grep -q "CUDA graph" "$ERR" && fail "$c: --cuda-graph off still captured: $(grep "CUDA graph" "$ERR")"
         fi
     done
     cmp -s $c-graph/cat.safetensors $c-plain/cat.safetensors ||

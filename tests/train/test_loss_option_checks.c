@@ -43,6 +43,12 @@ int main(void)
 
     o = defaults(), o.loss_type = 3;
     expect_refused(&o, "loss_type 3", "config.train_options->loss_type is 3", "huber");
+    o = defaults(), o.cuda_graph = SDT_CUDA_GRAPH_OFF + 1; /* 1.11's enum, checked with the others */
+    expect_refused(&o, "cuda_graph 3", "config.train_options->cuda_graph is 3", "2 (off)");
+    o = defaults();
+    CHECK(o.cuda_graph == SDT_CUDA_GRAPH_AUTO, "cuda_graph defaults to AUTO");
+    o.cuda_graph = SDT_CUDA_GRAPH_ON;
+    CHECK(sdt_train_options_check(&o, "config.", &e), "cuda_graph on passes: %s", e.message);
     o = defaults(), o.huber_delta = 0;
     expect_refused(&o, "huber_delta 0", "huber_delta must be a positive finite number", NULL);
     o = defaults(), o.huber_delta = 1e-60; /* 0 as the float the loss computes in */
