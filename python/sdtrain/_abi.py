@@ -746,6 +746,7 @@ LATENT_SAMPLING = {"once": 0, "deterministic": 1, "random": 2}
 PREDICTION_TYPES = {"auto": 0, "epsilon": 1, "v": 2}
 LOSS_TYPES = {"l2": 0, "l1": 1, "huber": 2}
 LR_SCHEDULERS = {"constant": 0, "linear": 1, "cosine": 2, "cosine_with_restarts": 3}
+CUDA_GRAPHS = {"auto": 0, "on": 1, "off": 2}  # sdt_cuda_graph (1.11)
 FILE_KINDS = {0: "embedding", 1: "embedding_snapshot", 2: "embedding_card", 3: "training_state", 4: "loss_csv",
               5: "settings", 6: "preview", 7: "hypernetwork", 8: "hypernetwork_snapshot"}
 RUN_STATES = {0: "idle", 1: "prepared", 2: "running", 3: "finished", 4: "interrupted", 5: "failed"}
@@ -757,4 +758,5 @@ ENCODERS = {"clip_l": 0x1, "clip_g": 0x2, "t5xxl": 0x4}
 BITS_FIELDS = {"encoders": ENCODERS}
 ENUM_FIELDS = {"precision": PRECISIONS, "device": DEVICES, "clip_mode": CLIP_MODES,
                "embedding_clip_mode": CLIP_MODES, "latent_sampling": LATENT_SAMPLING,
-               "prediction_type": PREDICTION_TYPES, "loss_type": LOSS_TYPES, "lr_scheduler": LR_SCHEDULERS}
+               "prediction_type": PREDICTION_TYPES, "loss_type": LOSS_TYPES, "lr_scheduler": LR_SCHEDULERS,
+               "cuda_graph": CUDA_GRAPHS}
