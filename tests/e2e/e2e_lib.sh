@@ -167,6 +167,48 @@ expect_csv_precision() {
         fail "$3: the steps are not all $2 ($(tail -n +2 "$1" | cut -d, -f8 | tr '\n' ' '))"
 }
 
+# tensors_equal A B: every tensor of two safetensors files has the same name, dtype, shape and bytes
+tensors_equal() {
+    python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def load(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    head.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], raw[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]])
+            for k, v in head.items()}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+bad = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+print(", ".join(bad) if bad else "equal")
+sys.exit(1 if bad else 0)
+PY
+}
+
+# bucket_dataset DIR: six pictures of three shapes (wide 3:1, tall 1:3, square: two each) with captions, for
+# the aspect-ratio bucket runs.
+bucket_dataset() {
+    python3 - "$1" <<'PY' || fail "writing the three-shape dataset into $1"
+import random, struct, sys, zlib
+def png(path, w, h, seed):
+    rnd = random.Random(seed)
+    cx, cy = rnd.random(), rnd.random()
+    rows = []
+    for y in range(h):
+        row = bytearray([0])
+        for x in range(w):
+            d = ((x / w - cx) ** 2 + (y / h - cy) ** 2) ** 0.5
+            row += bytes([int(255 * min(1.0, d)), x * 255 // w, y * 255 // h])
+        rows.append(bytes(row))
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+                           chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b""))
+for i, (w, h) in enumerate([(160, 50), (150, 50), (50, 160), (48, 144), (64, 64), (80, 80)]):
+    png(f"{sys.argv[1]}/img_{i}.png", w, h, i)
+    open(f"{sys.argv[1]}/img_{i}.txt", "w").write(f"a picture, shape {i // 2}")
+PY
+}
+
 # emb_diff A B: prints the max relative difference of two embeddings' emb_params (python3).
 emb_diff() {
     python3 - "$1" "$2" <<'PY'
